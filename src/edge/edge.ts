@@ -1,0 +1,274 @@
+/**
+ * The edge: an agent-facing listener routing each upgrade to a relay connection or a stream relay,
+ * and an admin listener for health and metrics.
+ */
+import type { EdgeConfig } from '../config/schema.js';
+import { TokenMint } from '../relay/tokens.js';
+import { MemorySessionStore } from '../store/memory-store.js';
+import type { SessionStore } from '../store/session-store.js';
+import { createLogger, type Logger } from '../telemetry/logger.js';
+import { EdgeMetrics } from '../telemetry/metrics.js';
+import { bearerCredential, credentialMatches, urlCarriesCredential } from '../transport/auth.js';
+import type { AgentServer, UpgradeOutcome, UpgradeRequest } from '../transport/engine.js';
+import { listenAgents } from '../transport/select-engine.js';
+import { DialError } from '../transport/upstream.js';
+import { startAdmin, type AdminServer } from './admin.js';
+import type { EdgeContext } from './context.js';
+import { RelayDriver } from './relay-driver.js';
+import { RouteRuntime } from './route.js';
+import { SessionRegistry } from './session-registry.js';
+import { StreamRelay } from './stream-relay.js';
+import type { ChannelHub, HubContext } from '../fanout/channel-hub.js';
+import type { ObserverSession } from '../fanout/observer-session.js';
+import { WsStreamSink } from '../fanout/ws-stream-sink.js';
+import { FrameMetrics } from '../telemetry/frame-metrics.js';
+import { peekFrame } from '../protocol/frame.js';
+
+export interface EdgeOptions {
+  readonly store?: SessionStore;
+  readonly log?: Logger;
+  readonly metrics?: EdgeMetrics;
+}
+
+/** Resolution of the hubs' timers (heartbeats are seconds; telemetry once a second). */
+const HUB_TICK_MS = 50;
+
+export class Edge {
+  private draining = false;
+  private timer: NodeJS.Timeout | undefined;
+
+  private constructor(
+    readonly config: EdgeConfig,
+    readonly ctx: EdgeContext,
+    private readonly routes: readonly RouteRuntime[],
+    private readonly server: AgentServer,
+    private readonly admin: AdminServer,
+  ) {}
+
+  static async start(config: EdgeConfig, options: EdgeOptions = {}): Promise<Edge> {
+    const store = options.store ?? new MemorySessionStore();
+    const log = options.log ?? createLogger(config.log_level);
+    const mint = new TokenMint();
+    const routes = config.routes.map((r) => new RouteRuntime(r, mint));
+    const metrics = options.metrics ?? new EdgeMetrics();
+    const now = () => performance.now();
+    const ctx: EdgeContext = {
+      config,
+      log,
+      metrics,
+      registry: new SessionRegistry(store),
+      now,
+      connections: new Set(),
+      hubFor: (route, mode) => route.hub(mode, () => hubContext(config, route, mint, metrics, log, now)),
+    };
+    const ref: { edge?: Edge } = {};
+    const server = await listenAgents(config.engine, {
+      host: config.listen.host,
+      port: config.listen.port,
+      maxMessageBytes: config.transport.max_message_bytes,
+      pingIntervalMs: config.timing.hop_ping_interval_ms,
+      upgrade: (req) => ref.edge!.upgrade(req),
+    });
+    const admin = await startAdmin(config.admin, {
+      ready: () => ref.edge !== undefined && !ref.edge.draining && store.healthy(),
+      metrics: () => {
+        ref.edge?.sampleGauges();
+        return metrics.exposition();
+      },
+    });
+    const edge = new Edge(config, ctx, routes, server, admin);
+    ref.edge = edge;
+    // Timers of the observer hubs and their sessions (heartbeats, telemetry, linger, expiry).
+    edge.timer = setInterval(() => {
+      const t = now();
+      for (const r of routes) for (const hub of [...r.allHubs()]) hub.tick(t);
+    }, HUB_TICK_MS);
+    edge.timer.unref();
+    log.info(
+      {
+        event: 'edge_started',
+        engine: server.engine,
+        listen: `${config.listen.host}:${server.port}`,
+        admin: `${config.admin.host}:${admin.port}`,
+        store: store.kind,
+        routes: config.routes.map((r) => ({ name: r.name, path: r.path, upstream: r.upstream })),
+      },
+      'awp-edge listening',
+    );
+    return edge;
+  }
+
+  /** Gauges read at scrape time from what the edge holds. */
+  sampleGauges(): void {
+    const m = this.ctx.metrics;
+    m.sessions.reset();
+    m.journalEntries.reset();
+    for (const r of this.routes) {
+      m.journalEntries.labels(r.name).set(0);
+      m.sessions.labels(r.name, 'relay', 'attached').set(0);
+      m.sessions.labels(r.name, 'relay', 'suspended').set(0);
+    }
+    for (const s of this.ctx.registry.sessions()) {
+      m.sessions.labels(s.record.route, 'relay', s.attachment !== null ? 'attached' : 'suspended').inc();
+      m.journalEntries.labels(s.record.route).inc(s.journal.size);
+    }
+    for (const r of this.routes) {
+      for (const hub of r.allHubs()) {
+        for (const o of hub.sessions()) {
+          m.sessions.labels(r.name, 'observer', o.attached ? 'attached' : 'suspended').inc();
+          m.journalEntries.labels(r.name).inc(o.journal.size);
+        }
+      }
+    }
+  }
+
+  get port(): number {
+    return this.server.port;
+  }
+
+  get adminPort(): number {
+    return this.admin.port;
+  }
+
+  get engine(): string {
+    return this.server.engine;
+  }
+
+  /** Decides an upgrade before any WebSocket exists: refusals are plain HTTP answers. */
+  private async upgrade(req: UpgradeRequest): Promise<UpgradeOutcome> {
+    if (urlCarriesCredential(req.query)) {
+      return refuse(400, 'credentials must not appear in URLs (AWP-SEC-006): use the Authorization header or the awp.bearer.<token> subprotocol');
+    }
+    if (!req.protocols.includes('awp')) return refuse(400, 'offer the WebSocket subprotocol "awp"');
+    if (this.draining) return refuse(503, 'this edge is draining; reconnect to another replica');
+    const credential = bearerCredential(req.header('authorization'), req.protocols);
+    const base = this.publicBase(req);
+    for (const route of this.routes) {
+      if (req.path === route.config.path) {
+        if (credential === undefined) {
+          if (!route.config.allow_anonymous) return refuse(401, 'missing bearer credential');
+        } else if (!credentialMatches(credential, route.config.agent_tokens)) {
+          return refuse(401, 'invalid bearer credential');
+        }
+        return {
+          accept: true,
+          protocol: 'awp',
+          open: (conn) => new RelayDriver(this.ctx, route, conn, base),
+        };
+      }
+      const index = route.worldEndpointIndex(req.path);
+      if (index !== undefined) return this.openStream(route, index, credential);
+    }
+    return refuse(404, `no world is routed at ${req.path}`);
+  }
+
+  /** A stream connection: its credential is the session token the edge minted (AWP-TRN-013). */
+  private async openStream(route: RouteRuntime, index: number, token: string | undefined): Promise<UpgradeOutcome> {
+    if (token === undefined) return refuse(401, 'missing session token');
+    const observer = route.observer(token);
+    if (observer !== undefined) return this.openObserverStream(route, observer.hub, observer.session, index);
+    const session = this.ctx.registry.attachedSession(token);
+    if (session === undefined || session.record.route !== route.name) {
+      return refuse(401, 'the token names no session with a live control connection here');
+    }
+    const endpoint = session.upstreamEndpoints[index];
+    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string') return refuse(404, 'no such stream endpoint');
+    try {
+      const relay = await StreamRelay.open(this.ctx, session, endpoint.url);
+      return { accept: true, protocol: 'awp', open: (conn) => relay.attach(conn) };
+    } catch (err) {
+      const detail = err instanceof DialError ? err.message : String(err);
+      return refuse(502, `the world's stream endpoint is unavailable: ${detail}`);
+    }
+  }
+
+  /** An observer's stream connection, served by its hub: frames only, from the edge to the observer. */
+  private openObserverStream(route: RouteRuntime, hub: ChannelHub, session: ObserverSession, index: number): UpgradeOutcome {
+    if (index !== 0) return refuse(404, 'no such stream endpoint');
+    if (!session.attached) return refuse(401, 'the token names no session with a live control connection here');
+    const t = this.config.transport;
+    const metrics = this.ctx.metrics;
+    return {
+      accept: true,
+      protocol: 'awp',
+      open: (conn) => {
+        metrics.agentConnections.labels(route.name, 'stream').inc();
+        const frames = new FrameMetrics(metrics, route.name, 'ws', 'world_to_agent', this.ctx.now);
+        const sink = new WsStreamSink(conn, t.high_water_bytes, t.max_queued_bytes, frames);
+        hub.attachStream(session, sink);
+        return {
+          message: (data, binary) => {
+            // Observers have no command channels; anything but a valid frame is malformed (AWP-TRN-013).
+            if (!binary || !isFrame(data as Buffer)) conn.close(1002, 'AWP_MALFORMED');
+          },
+          drain: () => sink.drain(),
+          close: () => {
+            metrics.agentConnections.labels(route.name, 'stream').dec();
+            hub.streamLost(session, sink);
+          },
+        };
+      },
+    };
+  }
+
+  private publicBase(req: UpgradeRequest): string {
+    if (this.config.public_url !== undefined) return this.config.public_url.replace(/\/$/, '');
+    return `ws://${req.header('host') ?? `${this.config.listen.host}:${this.server.port}`}`;
+  }
+
+  async close(): Promise<void> {
+    this.draining = true;
+    clearInterval(this.timer);
+    for (const r of this.routes) for (const hub of [...r.allHubs()]) hub.shutdown();
+    for (const c of [...this.ctx.connections]) c.terminate(1001, 'edge shutting down');
+    this.ctx.registry.clear();
+    await this.server.close();
+    await this.admin.close();
+    await this.ctx.registry.store.close();
+  }
+}
+
+function hubContext(
+  config: EdgeConfig,
+  route: RouteRuntime,
+  mint: TokenMint,
+  metrics: EdgeMetrics,
+  log: Logger,
+  now: () => number,
+): Omit<HubContext, 'retired'> {
+  const frames = new FrameMetrics(metrics, route.name, 'hub', 'world_to_agent', now);
+  return {
+    route: route.name,
+    upstreamUrl: route.config.upstream,
+    upstreamToken: route.config.upstream_token,
+    connectTimeoutMs: config.timing.upstream_connect_timeout_ms,
+    maxMessageBytes: config.transport.max_message_bytes,
+    pingIntervalMs: config.timing.hop_ping_interval_ms,
+    highWaterBytes: config.transport.high_water_bytes,
+    maxQueuedBytes: config.transport.max_queued_bytes,
+    lingerMs: route.config.hub_linger_ms,
+    now,
+    mintToken: () => mint.mint(),
+    endpoints: (base) => route.observerEndpoints(base),
+    countFrame: (channel, outcome, bytes) => frames.count(channel, outcome, bytes),
+    noteSession: (event, detail) => {
+      if (event === 'opened' || event === 'closed' || event === 'suspended' || event === 'resumed') {
+        log.info({ route: route.name, event: `observer_${event}`, ...(detail !== undefined ? { reason: detail } : {}) });
+      }
+    },
+    log: (level, fields, message) => log[level](fields, message),
+  };
+}
+
+function isFrame(buf: Buffer): boolean {
+  try {
+    peekFrame(buf);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function refuse(status: number, body: string): UpgradeOutcome {
+  return { accept: false, status, body: `${body}\n` };
+}

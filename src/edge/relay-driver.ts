@@ -1,0 +1,295 @@
+/**
+ * The I/O shell of one relay connection: carries out the sans-IO core's effects on the agent's
+ * socket, the upstream socket and the session store, in order.
+ */
+import { Outbox } from '../fanout/outbox.js';
+import { RelayConnection, type RelayEffect } from '../relay/relay-connection.js';
+import type { RelaySession } from '../relay/relay-session.js';
+import { isAwpMethod } from '../protocol/methods.js';
+import { FrameMetrics } from '../telemetry/frame-metrics.js';
+import { redact } from '../telemetry/redact.js';
+import { dialUpstream, DialError, type UpstreamConnection } from '../transport/upstream.js';
+import type { ConnectionHandlers, ServerConnection } from '../transport/engine.js';
+import type { EdgeContext } from './context.js';
+import type { ObserverSession } from '../fanout/observer-session.js';
+import type { RouteRuntime } from './route.js';
+
+export class RelayDriver implements ConnectionHandlers {
+  private readonly core: RelayConnection;
+  private readonly agentOut: Outbox;
+  private upstream: UpstreamConnection | null = null;
+  private upstreamOut: Outbox | null = null;
+  /** Effects waiting for a store write that must be durable before the agent hears of it. */
+  private barrier: Promise<void> | null = null;
+  private readonly waiting: RelayEffect[] = [];
+  private agentGone = false;
+  private readonly frames: FrameMetrics;
+  /** Set once the connection carries an observer session: the hub's session takes its messages. */
+  private observer: ObserverSession | null = null;
+
+  constructor(
+    private readonly ctx: EdgeContext,
+    private readonly route: RouteRuntime,
+    private readonly agent: ServerConnection,
+    private readonly publicBase: string,
+  ) {
+    this.core = new RelayConnection(route.forConnection(publicBase));
+    const t = ctx.config.transport;
+    this.frames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'world_to_agent', ctx.now);
+    this.agentOut = new Outbox(agent, t.high_water_bytes, t.max_queued_bytes, this.frames);
+    ctx.connections.add(this);
+    ctx.metrics.agentConnections.labels(route.name, 'control').inc();
+  }
+
+  /** The relay core of this connection (the stream relay reads its channel table). */
+  get relay(): RelayConnection {
+    return this.core;
+  }
+
+  // ---------------------------------------------------------------- agent socket events
+
+  message(data: string | Uint8Array, binary: boolean): void {
+    if (this.observer !== null && !binary) {
+      this.observer.fromAgent(data as string, this.ctx.now());
+      return;
+    }
+    if (binary) {
+      // The control channel carries JSON-RPC text only (AWP-TRN-001).
+      this.agent.close(1003, 'control connection carries text messages only');
+      return;
+    }
+    this.run(this.core.fromAgent(data as string, this.ctx.now()));
+  }
+
+  drain(): void {
+    this.agentOut.drain();
+    this.observer?.sub?.control.drain();
+  }
+
+  close(): void {
+    this.agentGone = true;
+    this.ctx.connections.delete(this);
+    this.ctx.metrics.agentConnections.labels(this.route.name, 'control').dec();
+    this.observer?.connectionLost(this.ctx.now());
+    this.run(this.core.agentClosed());
+  }
+
+  private observerConnection() {
+    return {
+      sink: this.agent,
+      close: (code: number, reason: string) => this.agent.close(code, reason),
+      publicBase: this.publicBase,
+    };
+  }
+
+  // ---------------------------------------------------------------- effects
+
+  private run(effects: readonly RelayEffect[]): void {
+    for (const e of effects) {
+      if (this.barrier !== null && e.kind === 'to-agent') {
+        this.waiting.push(e);
+        continue;
+      }
+      if (this.barrier !== null && this.waiting.length > 0) {
+        this.waiting.push(e); // keep order behind what waits
+        continue;
+      }
+      this.apply(e);
+    }
+  }
+
+  private apply(e: RelayEffect): void {
+    const ctx = this.ctx;
+    switch (e.kind) {
+      case 'to-agent': {
+        if (this.agentGone) return;
+        const f = e.frame;
+        let note;
+        if (f !== undefined) {
+          const now = ctx.now();
+          note = { received_at: now, channel: f.channel };
+          const sessionNow = this.core.currentSession?.clock.sessionNow(Math.round(now * 1e6));
+          this.frames.observeAge(f.channel, f.ts_mono_ns, f.ts_send_ns, sessionNow);
+        }
+        if (this.agentOut.push(e.text, false, f?.latest_wins ? f.channel_id : undefined, note) === 'overflow') {
+          ctx.log.warn({ route: this.route.name, event: 'agent_overflow' }, 'agent stopped reading; closing');
+          ctx.metrics.rejections.labels(this.route.name, 'send_queue_full').inc();
+          this.agent.close(1008, 'send queue full');
+        }
+        return;
+      }
+      case 'to-upstream':
+        if (this.upstreamOut?.push(e.text, false, e.frame?.latest_wins ? e.frame.channel_id : undefined) === 'overflow') {
+          this.upstream?.close(1008, 'send queue full');
+        }
+        return;
+      case 'dial-upstream':
+        return this.dial();
+      case 'close-agent':
+        this.agentOut.flushAll();
+        this.agent.close(e.code, e.reason);
+        return;
+      case 'close-upstream':
+        this.upstreamOut?.flushAll();
+        this.upstream?.close(e.code, e.reason);
+        return;
+      case 'observer-open': {
+        const mode = e.params.mode === 'lockstep' ? 'lockstep' : 'streaming';
+        this.agentOut.flushAll(); // what the relay answered (initialize) goes first
+        const hub = ctx.hubFor(this.route, mode);
+        this.observer = hub.open(this.observerConnection(), e.id, e.params, e.initialize);
+        return;
+      }
+      case 'lookup-session': {
+        const obs = this.route.observer(e.token);
+        if (obs !== undefined) {
+          this.run(this.core.handOff());
+          this.agentOut.flushAll();
+          this.observer = obs.session;
+          obs.session.resume(this.observerConnection(), e.id, e.last_status_seq, ctx.now());
+          ctx.metrics.resumes.labels(this.route.name, 'observer', 'resumed').inc();
+          return;
+        }
+        ctx.registry
+          .claim(e.token)
+          .then(
+            (found) => {
+              if (found === null) ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
+              this.run(this.core.sessionLookedUp(found, ctx.now()));
+            },
+            (err: unknown) => {
+              ctx.log.error({ route: this.route.name, err: String(err) }, 'session store lookup failed');
+              this.run(this.core.sessionLookedUp(null, ctx.now()));
+            },
+          );
+        return;
+      }
+      case 'session-created':
+        this.hold(ctx.registry.created(e.session), e.session);
+        this.logSession(e.session, 'session_opened');
+        return;
+      case 'session-attached':
+        ctx.registry.attached(e.session);
+        this.logSession(e.session, 'session_resumed');
+        return;
+      case 'session-detached':
+        ctx.registry.detached(e.session, Date.now());
+        this.logSession(e.session, 'session_suspended');
+        return;
+      case 'session-ended':
+        ctx.registry.ended(e.session);
+        this.logSession(e.session, 'session_ended', e.reason);
+        return;
+      case 'journal-append': {
+        const session = e.session;
+        const last = e.entries.at(-1)!.status_seq;
+        ctx.registry.store.append(session.token, session.fence, e.entries).then(
+          () => session.journal.markDurable(last),
+          (err: unknown) => ctx.log.error({ route: this.route.name, err: String(err) }, 'journal append failed'),
+        );
+        return;
+      }
+      case 'journal-ack':
+        ctx.registry.store.acknowledge(e.session.token, e.session.fence, e.status_seq).catch(() => undefined);
+        return;
+      case 'rpc-done':
+        if (e.method === 'initialize:deferred') return;
+        ctx.metrics.controlRtt
+          .labels(this.route.name, isAwpMethod(e.method) ? e.method : 'other', e.outcome)
+          .observe((ctx.now() - e.sent_at) / 1000);
+        if (e.method === 'session.resume' && e.outcome === 'error') {
+          ctx.metrics.resumes.labels(this.route.name, 'relay', 'refused_upstream').inc();
+        }
+        return;
+      case 'rejected':
+        ctx.metrics.rejections.labels(this.route.name, e.reason).inc();
+        return;
+      case 'resumed':
+        ctx.metrics.resumes.labels(this.route.name, 'relay', 'resumed').inc();
+        ctx.metrics.replayLength.labels(this.route.name, 'relay').observe(e.replayed);
+        return;
+      case 'dropped':
+        ctx.log.debug({ route: this.route.name, event: 'dropped', what: e.what, detail: e.detail });
+        return;
+    }
+  }
+
+  /** Holds later agent output until `write` is durable (an agent must never hold a token the store lacks). */
+  private hold(write: Promise<void>, session: RelaySession): void {
+    this.barrier = write.then(
+      () => {
+        this.barrier = null;
+        const queued = this.waiting.splice(0);
+        this.run(queued);
+      },
+      (err: unknown) => {
+        this.barrier = null;
+        this.waiting.length = 0;
+        this.ctx.log.error({ route: this.route.name, err: String(err) }, 'session store refused a new session');
+        this.ctx.registry.ended(session);
+        this.upstream?.close(1000, 'session could not be stored');
+        this.agent.close(1011, 'session store unavailable');
+      },
+    );
+  }
+
+  private dial(): void {
+    const cfg = this.route.config;
+    const t = this.ctx.config;
+    dialUpstream(
+      {
+        url: cfg.upstream,
+        credential: cfg.upstream_token,
+        connectTimeoutMs: t.timing.upstream_connect_timeout_ms,
+        maxMessageBytes: t.transport.max_message_bytes,
+        pingIntervalMs: t.timing.hop_ping_interval_ms,
+      },
+      {
+        message: (data, binary) => {
+          if (binary) return; // control connections carry text only
+          this.run(this.core.fromUpstream(data as string, this.ctx.now()));
+        },
+        drain: () => this.upstreamOut?.drain(),
+        close: () => {
+          this.upstream = null;
+          this.ctx.metrics.upstreamConnections.labels(this.route.name, 'control').dec();
+          this.run(this.core.upstreamClosed());
+        },
+      },
+    ).then(
+      (conn) => {
+        if (this.agentGone || this.core.isClosed) {
+          conn.close(1001, 'agent connection lost');
+          return;
+        }
+        this.upstream = conn;
+        this.ctx.metrics.upstreamConnections.labels(this.route.name, 'control').inc();
+        const tr = this.ctx.config.transport;
+        this.upstreamOut = new Outbox(conn, tr.high_water_bytes, tr.max_queued_bytes);
+        this.run(this.core.upstreamOpened());
+      },
+      (err: unknown) => {
+        const detail = err instanceof DialError ? err.message : String(err);
+        this.ctx.log.warn({ route: this.route.name, event: 'upstream_unavailable', detail }, 'cannot reach the world');
+        this.ctx.metrics.upstreamFailures.labels(this.route.name, 'control', err instanceof DialError && err.status !== undefined ? 'refused' : 'unreachable').inc();
+        this.run(this.core.upstreamFailed(detail));
+      },
+    );
+  }
+
+  private logSession(session: RelaySession, event: string, reason?: string): void {
+    this.ctx.log.info({
+      route: this.route.name,
+      event,
+      session_id: session.record.session_id,
+      token: redact(session.token),
+      ...(reason !== undefined ? { reason } : {}),
+    });
+  }
+
+  /** Shutdown: drop the agent (the store keeps the session for a resume elsewhere). */
+  terminate(code: number, reason: string): void {
+    this.agentOut.flushAll();
+    this.agent.close(code, reason);
+  }
+}

@@ -1,0 +1,114 @@
+import type { RelayRoute } from '../relay/relay-connection.js';
+import type { StreamEndpoint } from '../relay/relay-session.js';
+import type { TokenMint } from '../relay/tokens.js';
+import type { RouteConfig } from '../config/schema.js';
+import { ChannelHub, type HubContext } from '../fanout/channel-hub.js';
+import type { ObserverSession } from '../fanout/observer-session.js';
+
+const MANIFEST_CACHE_LIMIT = 64;
+
+/** The suffix of a route's stream endpoint path: `<route>/stream` (and `/stream/<n>` for a world's n-th). */
+export const STREAM_SUFFIX = '/stream';
+
+/** One world behind the edge: its config and what the edge learned about it. */
+export class RouteRuntime {
+  /** `initialize` results by the agent's params (JSON), newest last. */
+  private readonly manifests = new Map<string, string>();
+  /** Observer hubs by time model. */
+  private readonly hubs = new Map<'streaming' | 'lockstep', ChannelHub>();
+
+  constructor(
+    readonly config: RouteConfig,
+    private readonly mint: TokenMint,
+  ) {}
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  get streamPath(): string {
+    return joinPath(this.config.path, STREAM_SUFFIX);
+  }
+
+  /** The relay's view of this route for one agent connection (its public base URL for endpoints). */
+  forConnection(publicBase: string): RelayRoute {
+    return {
+      name: this.config.name,
+      manifestFor: (key) => this.manifests.get(key),
+      rememberManifest: (key, json) => {
+        this.manifests.delete(key);
+        this.manifests.set(key, json);
+        if (this.manifests.size > MANIFEST_CACHE_LIMIT) {
+          this.manifests.delete(this.manifests.keys().next().value!);
+        }
+      },
+      edgeEndpoints: (world) => this.edgeEndpoints(publicBase, world),
+      mintToken: () => this.mint.mint(),
+      ownsToken: (token) => this.mint.owns(token),
+      fanOutObservers: this.config.observers === 'fanout',
+    };
+  }
+
+  /** The hub serving this route's observers in a time model, started on first use. */
+  hub(mode: 'streaming' | 'lockstep', context: () => Omit<HubContext, 'retired'>): ChannelHub {
+    let hub = this.hubs.get(mode);
+    if (hub === undefined) {
+      hub = new ChannelHub(mode, {
+        ...context(),
+        retired: (h) => {
+          if (this.hubs.get(mode) === h) this.hubs.delete(mode);
+        },
+      });
+      this.hubs.set(mode, hub);
+    }
+    return hub;
+  }
+
+  /** The observer session a token names, with its hub. */
+  observer(token: string): { hub: ChannelHub; session: ObserverSession } | undefined {
+    for (const hub of this.hubs.values()) {
+      const session = hub.observer(token);
+      if (session !== undefined) return { hub, session };
+    }
+    return undefined;
+  }
+
+  allHubs(): IterableIterator<ChannelHub> {
+    return this.hubs.values();
+  }
+
+  /** The edge's stream endpoints for an observer: the edge relays no world endpoint, it serves them. */
+  observerEndpoints(publicBase: string): StreamEndpoint[] {
+    return [{ binding: 'ws', url: `${publicBase}${this.streamPath}` }, { binding: 'inline' }];
+  }
+
+  /**
+   * The edge's own `stream_endpoints`: each of the world's `ws` endpoints, relayed at the edge, in the
+   * world's order; `inline` always present and last (AWP-TRN-004). Bindings the edge cannot relay
+   * upstream are not offered.
+   */
+  edgeEndpoints(publicBase: string, world: readonly StreamEndpoint[]): StreamEndpoint[] {
+    const out: StreamEndpoint[] = [];
+    world.forEach((ep, i) => {
+      if (ep.binding !== 'ws') return;
+      const path = i === 0 ? this.streamPath : `${this.streamPath}/${i}`;
+      out.push({ ...ep, url: `${publicBase}${path}` });
+    });
+    const inline = world.find((ep) => ep.binding === 'inline');
+    out.push(inline ?? { binding: 'inline' });
+    return out;
+  }
+
+  /** The world endpoint an edge stream path names, if any. */
+  worldEndpointIndex(path: string): number | undefined {
+    if (path === this.streamPath) return 0;
+    const prefix = `${this.streamPath}/`;
+    if (!path.startsWith(prefix)) return undefined;
+    const n = Number(path.slice(prefix.length));
+    return Number.isInteger(n) && n > 0 ? n : undefined;
+  }
+}
+
+export function joinPath(base: string, suffix: string): string {
+  return base.endsWith('/') ? base.slice(0, -1) + suffix : base + suffix;
+}

@@ -1,0 +1,134 @@
+/**
+ * One `ws` stream connection relayed frame by frame (AWP-TRN-013): the agent's side authenticated
+ * with the edge's session token, the world's side with the world's. Frames pass as the buffers they
+ * arrived in after a header-only peek; nothing is decoded or re-encoded.
+ */
+import { Outbox } from '../fanout/outbox.js';
+import { createFrameHeader, FrameError, peekFrame } from '../protocol/frame.js';
+import type { RelaySession } from '../relay/relay-session.js';
+import type { ConnectionHandlers, ServerConnection } from '../transport/engine.js';
+import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
+import type { EdgeContext } from './context.js';
+
+const MALFORMED = 'AWP_MALFORMED';
+
+export class StreamRelay implements ConnectionHandlers {
+  private agent: ServerConnection | null = null;
+  private agentOut: Outbox | null = null;
+  private upstreamOut!: Outbox;
+  private upstream!: UpstreamConnection;
+  private readonly early: Buffer[] = [];
+  private readonly header = createFrameHeader();
+  private unbind: () => void = () => undefined;
+  private done = false;
+
+  private constructor(
+    private readonly ctx: EdgeContext,
+    private readonly session: RelaySession,
+  ) {}
+
+  /** Dials the world's stream endpoint before the agent's upgrade completes (a failure is an HTTP 502). */
+  static async open(ctx: EdgeContext, session: RelaySession, url: string): Promise<StreamRelay> {
+    const relay = new StreamRelay(ctx, session);
+    const t = ctx.config;
+    relay.upstream = await dialUpstream(
+      {
+        url,
+        credential: session.record.upstream_token,
+        connectTimeoutMs: t.timing.upstream_connect_timeout_ms,
+        maxMessageBytes: t.transport.max_message_bytes,
+        pingIntervalMs: t.timing.hop_ping_interval_ms,
+      },
+      {
+        message: (data, binary) => relay.fromUpstream(data, binary),
+        drain: () => relay.upstreamOut.drain(),
+        close: () => relay.end(1001, 'world stream connection closed'),
+      },
+    );
+    relay.upstreamOut = new Outbox(relay.upstream, t.transport.high_water_bytes, t.transport.max_queued_bytes);
+    relay.unbind = ctx.registry.bind(session.token, relay);
+    return relay;
+  }
+
+  /** The agent's side is up: flush frames that arrived during the handshake. */
+  attach(agent: ServerConnection): ConnectionHandlers {
+    this.agent = agent;
+    const t = this.ctx.config.transport;
+    this.agentOut = new Outbox(agent, t.high_water_bytes, t.max_queued_bytes);
+    for (const buf of this.early.splice(0)) this.fromUpstream(buf, true);
+    return this;
+  }
+
+  // ---------------------------------------------------------------- agent -> world
+
+  message(data: string | Uint8Array, binary: boolean): void {
+    if (this.done) return;
+    if (!binary) return this.end(1002, MALFORMED, 'agent sent a text message on a stream connection');
+    const buf = data as Buffer;
+    if (!this.valid(buf)) return this.end(1002, MALFORMED, 'agent sent a malformed frame');
+    if (this.upstreamOut.push(buf, true, this.latestWins()) === 'overflow') {
+      this.end(1008, 'world stopped reading command frames');
+    }
+  }
+
+  drain(): void {
+    this.agentOut?.drain();
+  }
+
+  close(): void {
+    this.agent = null;
+    this.end(1001, 'agent stream connection lost');
+  }
+
+  // ---------------------------------------------------------------- world -> agent
+
+  private fromUpstream(data: string | Buffer, binary: boolean): void {
+    if (this.done) return;
+    if (!binary || !this.valid(data as Buffer)) {
+      // The world broke the stream: it is closed on both hops; the agent may reconnect (AWP-TRN-010).
+      this.upstream.close(1002, MALFORMED);
+      return this.end(1014, 'world sent a malformed frame');
+    }
+    const buf = data as Buffer;
+    if (this.agentOut === null) {
+      this.early.push(buf);
+      return;
+    }
+    if (this.agentOut.push(buf, true, this.latestWins()) === 'overflow') {
+      // A reliable channel cannot drop: the agent loses this stream connection and resyncs when it
+      // reconnects; closing the world's side too makes the world restart it with a resync keyframe.
+      this.end(1008, 'agent stopped reading its stream connection');
+    }
+  }
+
+  /** Header-only check (AWP-DAT-010); clears reserved flag bits in place (AWP-DAT-005). */
+  private valid(buf: Buffer): boolean {
+    try {
+      peekFrame(buf, this.header);
+    } catch (err) {
+      if (err instanceof FrameError) return false;
+      throw err;
+    }
+    buf[5] = buf[5]! & 0x0f;
+    return true;
+  }
+
+  /** The channel of the frame just peeked, if a newer frame may replace it while the socket is busy. */
+  private latestWins(): number | undefined {
+    const id = this.header.channel_id;
+    return this.session.latestWins(id) ? id : undefined;
+  }
+
+  private end(code: number, reason: string, detail?: string): void {
+    if (this.done) return;
+    this.done = true;
+    this.unbind();
+    if (detail !== undefined) this.ctx.log.info({ event: 'stream_closed', session_id: this.session.record.session_id, detail });
+    this.upstreamOut.flushAll();
+    this.upstream.close(code === 1002 ? 1000 : 1001, 'agent side of the stream closed');
+    if (this.agent !== null) {
+      this.agentOut?.flushAll();
+      this.agent.close(code, reason);
+    }
+  }
+}

@@ -1,0 +1,25 @@
+/** Latency samples of one telemetry window, summarised as the spec's latency_stats (AWP-TIM-006). */
+export interface LatencyStats {
+  count: number;
+  p50: number;
+  p95: number;
+  max: number;
+}
+
+export class LatencyWindow {
+  private values: number[] = [];
+
+  add(ns: number): void {
+    this.values.push(ns);
+  }
+
+  /** The window's statistics, or undefined when no sample fell in it; starts the next window. */
+  take(): LatencyStats | undefined {
+    const v = this.values;
+    if (v.length === 0) return undefined;
+    this.values = [];
+    v.sort((a, b) => a - b);
+    const at = (q: number) => v[Math.min(v.length - 1, Math.floor(q * v.length))]!;
+    return { count: v.length, p50: Math.round(at(0.5)), p95: Math.round(at(0.95)), max: Math.round(v[v.length - 1]!) };
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * Frame delivery to one observer: per channel, its granted rate, its binding (inline on the control
+ * connection, or a stream connection), and strictly increasing `seq` (AWP-DAT-001). Frames are the
+ * hub's shared buffers: a binary frame is written as is to every stream subscriber, an inline frame's
+ * text is encoded once and shared (zero-copy fan-out).
+ */
+import { Outbox, type FrameNote, type OutboxObserver, type Sink } from './outbox.js';
+import type { HubFrame } from './keyframe-cache.js';
+import { RateGate } from './rate-gate.js';
+import { LatencyWindow } from './latency-window.js';
+
+export interface SubscribedChannel {
+  readonly name: string;
+  readonly channel_id: number;
+  readonly rate_hz: number | null;
+  readonly latest_wins: boolean;
+  readonly per_tick: boolean;
+  readonly stale_after_ms: number;
+}
+
+/** A stream connection of an observer (ws, or a WebTransport session with a stream per channel). */
+export interface StreamSink {
+  /** Writes one frame; `latestWins` lets a newer frame on the channel replace it while waiting. */
+  push(frame: HubFrame, latestWins: boolean, note: FrameNote): 'sent' | 'queued' | 'replaced' | 'overflow';
+  close(code: number, reason: string): void;
+}
+
+export type Delivery = 'forwarded' | 'downsampled' | 'stale' | 'held' | 'overflow-control' | 'overflow-stream';
+
+interface ChannelState {
+  readonly sub: SubscribedChannel;
+  readonly gate: RateGate;
+  lastSeq: number;
+  readonly pipeline: LatencyWindow;
+  /** Set when the channel's stream connection was lost: not delivered at all until one is back (AWP-TRN-010). */
+  down: boolean;
+}
+
+export class Subscriber {
+  private readonly channels = new Map<number, ChannelState>();
+  private stream: StreamSink | null = null;
+  /** Whether a stream connection ever carried this session's channels (then never inline again, AWP-TRN-012). */
+  private streamed = false;
+  readonly control: Outbox;
+
+  constructor(
+    controlSink: Sink,
+    highWaterBytes: number,
+    maxQueuedBytes: number,
+    observer?: OutboxObserver,
+  ) {
+    this.control = new Outbox(controlSink, highWaterBytes, maxQueuedBytes, observer);
+  }
+
+  get hasStream(): boolean {
+    return this.stream !== null;
+  }
+
+  subscribed(): IterableIterator<SubscribedChannel> {
+    return [...this.channels.values()].map((c) => c.sub)[Symbol.iterator]();
+  }
+
+  isSubscribed(channel_id: number): boolean {
+    return this.channels.has(channel_id);
+  }
+
+  subscribe(sub: SubscribedChannel): void {
+    const old = this.channels.get(sub.channel_id);
+    this.channels.set(sub.channel_id, {
+      sub,
+      gate: RateGate.forRate(sub.per_tick ? null : sub.rate_hz),
+      lastSeq: old?.lastSeq ?? -1,
+      pipeline: old?.pipeline ?? new LatencyWindow(),
+      down: old?.down ?? false,
+    });
+  }
+
+  unsubscribe(channel_id: number): void {
+    this.channels.delete(channel_id);
+  }
+
+  /** A stream connection now carries every channel (the edge's endpoints name no `channels`). */
+  attachStream(stream: StreamSink): void {
+    this.stream?.close(1000, 'replaced by a newer stream connection');
+    this.stream = stream;
+    this.streamed = true;
+    for (const c of this.channels.values()) c.down = false;
+  }
+
+  /** The stream connection is gone: its channels stop, not even inline, until a new one (AWP-TRN-010). */
+  streamLost(stream: StreamSink): number[] {
+    if (this.stream !== stream) return [];
+    this.stream = null;
+    const reliable: number[] = [];
+    for (const c of this.channels.values()) {
+      c.down = true;
+      if (!c.sub.latest_wins) reliable.push(c.sub.channel_id);
+    }
+    return reliable;
+  }
+
+  /** A resumed session starts inline again until a stream is re-established (AWP-TRN-008). */
+  resetBindings(): void {
+    this.stream?.close(1001, 'session resumed');
+    this.stream = null;
+    this.streamed = false;
+    for (const c of this.channels.values()) c.down = false;
+  }
+
+  /**
+   * Offers one frame. `start` frames (a cached keyframe with resync, and what followed it) bypass the
+   * rate gate: they are the channel's current state.
+   */
+  deliver(frame: HubFrame, note: FrameNote, start = false): Delivery {
+    const c = this.channels.get(frame.channel_id);
+    if (c === undefined) return 'held';
+    if (frame.seq <= c.lastSeq) return 'stale';
+    if (c.down || (this.streamed && this.stream === null)) return 'held';
+    if (!start && !c.gate.pass(frame.ts_mono_ns)) return 'downsampled';
+    c.lastSeq = frame.seq;
+    if (frame.ts_send_ns !== undefined) c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
+    const latestWins = c.sub.latest_wins && !c.sub.per_tick;
+    if (this.stream !== null) {
+      return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
+    }
+    const text = frame.inline;
+    if (text === undefined) return 'held';
+    return this.control.push(text, false, latestWins ? frame.channel_id : undefined, note) === 'overflow'
+      ? 'overflow-control'
+      : 'forwarded';
+  }
+
+  /** Pipeline latency of what this observer received in the window, by channel id (AWP-TIM-006). */
+  takeTelemetry(): Map<number, ReturnType<LatencyWindow['take']>> {
+    const out = new Map<number, ReturnType<LatencyWindow['take']>>();
+    for (const [id, c] of this.channels) out.set(id, c.pipeline.take());
+    return out;
+  }
+
+  closeStream(code: number, reason: string): void {
+    this.stream?.close(code, reason);
+    this.stream = null;
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * Offset of a session clock from a local monotonic clock, from ping exchanges (AWP-CLK-007/008):
+ * rtt = (t4 - t1) - (transmit - receive), offset = ((receive - t1) + (transmit - t4)) / 2, keeping the
+ * sample with the smallest rtt among the last eight. Pure arithmetic; callers pass the times.
+ */
+const WINDOW = 8;
+
+export interface ClockSample {
+  readonly rtt_ns: number;
+  readonly offset_ns: number;
+}
+
+export class ClockEstimate {
+  private readonly samples: ClockSample[] = [];
+  private best: ClockSample | null = null;
+
+  /** `t1`/`t4`: local ns when the ping left and the pong arrived; `receive`/`transmit` from the pong. */
+  add(t1: number, receive_ns: number, transmit_ns: number, t4: number): void {
+    const rtt_ns = t4 - t1 - (transmit_ns - receive_ns);
+    if (!(rtt_ns >= 0)) return; // a clock that went backwards or a mismatched pong: not a sample
+    const offset_ns = (receive_ns - t1 + (transmit_ns - t4)) / 2;
+    this.samples.push({ rtt_ns, offset_ns });
+    if (this.samples.length > WINDOW) this.samples.shift();
+    this.best = this.samples.reduce((a, b) => (b.rtt_ns < a.rtt_ns ? b : a));
+  }
+
+  /** The session clock now, or undefined before the first sample. */
+  sessionNow(local_ns: number): number | undefined {
+    return this.best === null ? undefined : local_ns + this.best.offset_ns;
+  }
+
+  get sample(): ClockSample | null {
+    return this.best;
+  }
+}

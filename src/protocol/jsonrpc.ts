@@ -1,0 +1,195 @@
+/**
+ * The JSON-RPC 2.0 envelope of the AWP control channel (channel 0): one message per text, no batches
+ * (AWP-CTL-006). Parsing is JSON.parse plus cheap shape checks; schema validation of params/results is a
+ * separate step (schemas.ts), because this runs on every control message.
+ *
+ * Unknown top-level members are ignored (AWP-VER-003). Each parsed message keeps the original text so a relay
+ * can forward it unchanged, and the parsed object so nothing is lost.
+ */
+import { jsonRpcError, type RpcErrorObject } from './errors.js';
+
+export type JsonRpcId = string | number;
+
+interface Parsed {
+  /** The text the message arrived in, for byte-faithful forwarding. */
+  readonly text: string;
+  /** The whole parsed envelope, including members this module does not model. */
+  readonly raw: Readonly<Record<string, unknown>>;
+}
+
+export interface RpcRequest extends Parsed {
+  readonly kind: 'request';
+  readonly id: JsonRpcId;
+  readonly method: string;
+  /** undefined when the member is absent. */
+  readonly params: unknown;
+}
+
+export interface RpcNotification extends Parsed {
+  readonly kind: 'notification';
+  readonly method: string;
+  readonly params: unknown;
+}
+
+export interface RpcResult extends Parsed {
+  readonly kind: 'result';
+  readonly id: JsonRpcId;
+  readonly result: unknown;
+}
+
+export interface RpcError extends Parsed {
+  readonly kind: 'error';
+  /** null when the peer could not determine the request id (e.g. it answered a parse error). */
+  readonly id: JsonRpcId | null;
+  readonly error: RpcErrorObject;
+}
+
+export type RpcMessage = RpcRequest | RpcNotification | RpcResult | RpcError;
+
+/** Alias of RpcMessage. */
+export type ParsedMessage = RpcMessage;
+
+/** A text that is not a valid JSON-RPC message, with the error to answer it with. */
+export interface RpcInvalid {
+  readonly kind: 'invalid';
+  readonly text: string;
+  /** The request id when it could be recovered, else null (the JSON-RPC rule for unknown ids). */
+  readonly id: JsonRpcId | null;
+  /** -32700 (parse error) or -32600 (invalid request), `data.detail` naming the problem. */
+  readonly error: RpcErrorObject;
+  /**
+   * True when the text looked like a response (had `result` or `error`): JSON-RPC answers requests and
+   * unidentifiable texts, but a receiver should log rather than answer a broken response.
+   */
+  readonly wasResponse: boolean;
+}
+
+export type ParseOutcome = RpcMessage | RpcInvalid;
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function isId(v: unknown): v is JsonRpcId {
+  return typeof v === 'string' || typeof v === 'number';
+}
+
+function invalid(
+  text: string,
+  key: 'PARSE_ERROR' | 'INVALID_REQUEST',
+  detail: string,
+  id: unknown,
+  wasResponse = false,
+): RpcInvalid {
+  return {
+    kind: 'invalid',
+    text,
+    id: isId(id) ? id : null,
+    error: jsonRpcError(key, { detail }),
+    wasResponse,
+  };
+}
+
+/** Parses one control-channel text. Never throws. */
+export function parseMessage(text: string): ParseOutcome {
+  let value: unknown;
+  try {
+    value = JSON.parse(text) as unknown;
+  } catch {
+    return invalid(text, 'PARSE_ERROR', 'not valid JSON', null);
+  }
+  if (Array.isArray(value)) {
+    return invalid(text, 'INVALID_REQUEST', 'batch requests are not allowed (AWP-CTL-006)', null);
+  }
+  if (!isObject(value)) return invalid(text, 'INVALID_REQUEST', 'message must be a JSON object', null);
+
+  const raw = value;
+  const { id, method } = raw;
+  const hasId = 'id' in raw;
+  const isResponse = 'result' in raw || 'error' in raw;
+
+  if (raw.jsonrpc !== '2.0') {
+    return invalid(
+      text,
+      'INVALID_REQUEST',
+      '\'jsonrpc\' must be "2.0"',
+      id,
+      isResponse && !('method' in raw),
+    );
+  }
+
+  if ('method' in raw) {
+    if (typeof method !== 'string') return invalid(text, 'INVALID_REQUEST', "'method' must be a string", id);
+    if (isResponse) {
+      return invalid(text, 'INVALID_REQUEST', "a request cannot carry 'result' or 'error'", id);
+    }
+    const params = raw.params;
+    if (params !== undefined && (typeof params !== 'object' || params === null)) {
+      return invalid(text, 'INVALID_REQUEST', "'params' must be an object or array", id);
+    }
+    if (!hasId) return { kind: 'notification', method, params, text, raw };
+    // A null id is legal JSON-RPC but indistinguishable from "unknown id" in answers; AWP requests need one.
+    if (!isId(id)) return invalid(text, 'INVALID_REQUEST', "'id' must be a string or number", id);
+    return { kind: 'request', id, method, params, text, raw };
+  }
+
+  if (!isResponse) {
+    return invalid(text, 'INVALID_REQUEST', "message has neither 'method' nor 'result'/'error'", id);
+  }
+  if ('result' in raw && 'error' in raw) {
+    return invalid(text, 'INVALID_REQUEST', "a response cannot carry both 'result' and 'error'", id, true);
+  }
+  if ('result' in raw) {
+    if (!isId(id))
+      return invalid(text, 'INVALID_REQUEST', "a result needs a string or number 'id'", id, true);
+    return { kind: 'result', id, result: raw.result, text, raw };
+  }
+  const error = raw.error;
+  if (!isObject(error) || !Number.isInteger(error.code) || typeof error.message !== 'string') {
+    return invalid(
+      text,
+      'INVALID_REQUEST',
+      "'error' must be an object with integer 'code' and string 'message'",
+      id,
+      true,
+    );
+  }
+  if (id !== null && !isId(id)) {
+    return invalid(text, 'INVALID_REQUEST', "an error's 'id' must be a string, number or null", id, true);
+  }
+  // A non-object `data` (legal JSON-RPC, never AWP) stays in `raw` only.
+  const data = isObject(error.data) ? error.data : undefined;
+  const code = error.code as number; // Number.isInteger checked above
+  const parsed: RpcErrorObject =
+    data === undefined ? { code, message: error.message } : { code, message: error.message, data };
+  return { kind: 'error', id, error: parsed, text, raw };
+}
+
+/** Request text; `params` omitted when undefined. */
+export function requestText(id: JsonRpcId, method: string, params?: unknown): string {
+  return JSON.stringify(
+    params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params },
+  );
+}
+
+/** Notification text; `params` omitted when undefined. */
+export function notificationText(method: string, params?: unknown): string {
+  return JSON.stringify(
+    params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params },
+  );
+}
+
+/** Successful response text. */
+export function resultText(id: JsonRpcId, result: unknown): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, result });
+}
+
+/** Error response text; `id` is null when the request's id is unknown. */
+export function errorText(id: JsonRpcId | null, error: RpcErrorObject): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, error });
+}
+
+/** The error response to send for an invalid text. */
+export function invalidResponseText(outcome: RpcInvalid): string {
+  return errorText(outcome.id, outcome.error);
+}

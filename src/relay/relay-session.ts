@@ -1,0 +1,72 @@
+import type { RelaySessionRecord, StoredSession } from '../store/session-store.js';
+import { ClockEstimate } from '../protocol/clock-sync.js';
+import type { AdmissionLimiter } from '../policy/admission.js';
+import { ReplayJournal } from './journal.js';
+
+/** A world's `stream_endpoints` entry, as the world sent it (AWP-TRN-004). */
+export interface StreamEndpoint {
+  binding: string;
+  url?: string;
+  channels?: number[];
+  max_frame_bytes?: number;
+  [key: string]: unknown;
+}
+
+/** What the edge knows of one granted channel (for latest-wins slots and stream relaying). */
+export interface ChannelInfo {
+  readonly name: string;
+  readonly latest_wins: boolean;
+  /** `rate_hz: null` in lockstep: one frame per tick, never dropped (AWP-TIM-003). */
+  readonly per_tick: boolean;
+}
+
+/**
+ * A relay session as one replica holds it in memory: the stored record, its replay journal, and
+ * the connection currently serving it (none while the agent is away).
+ */
+export class RelaySession {
+  readonly journal: ReplayJournal;
+  /** The world's endpoints from its latest session.ready (re-issued on every resume, AWP-TRN-008). */
+  upstreamEndpoints: StreamEndpoint[] = [];
+  /** Identifies the connection currently serving the session; null while suspended. */
+  attachment: object | null = null;
+  closed = false;
+  /** The edge's estimate of the upstream session clock, from the agent's own pings. */
+  readonly clock = new ClockEstimate();
+  /** Admission limiters of the granted envelopes, by embodiment (AWP-ENV-004). */
+  limiters = new Map<string, AdmissionLimiter>();
+  /** Action ids the world admitted: identical resubmissions are not rate-limited (AWP-ACT-001). */
+  readonly admitted = new Set<string>();
+  /** Lockstep: the newest session-clock value seen from the world, and whether an advance outran it. */
+  simNow: number | undefined;
+  simNowUncertain = false;
+  /** This replica's fencing token for the session's store writes (see SessionStore). */
+  fence = 1;
+  /** Granted channels by channel_id (from session.ready and subscribe results). */
+  channels = new Map<number, ChannelInfo>();
+
+  constructor(
+    readonly record: RelaySessionRecord,
+    journal?: ReplayJournal,
+  ) {
+    this.journal = journal ?? new ReplayJournal(record.agent_ack);
+  }
+
+  static fromStored(stored: StoredSession): RelaySession {
+    const session = new RelaySession({ ...stored.record }, new ReplayJournal(stored.record.agent_ack, stored.journal));
+    session.fence = stored.fence;
+    return session;
+  }
+
+  get token(): string {
+    return this.record.edge_token;
+  }
+
+  /**
+   * Whether a frame on this channel may be replaced by a newer one while a socket is busy: only
+   * streaming latest-wins channels; reliable and per-tick frames never drop (AWP-TIM-003, AWP-DAT-002).
+   */
+  latestWins(channel_id: number): boolean {
+    return this.record.mode === 'streaming' && this.channels.get(channel_id)?.latest_wins === true;
+  }
+}

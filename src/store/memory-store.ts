@@ -1,0 +1,79 @@
+import type { JournalEntry } from '../relay/journal.js';
+import { FencedError, type RelaySessionRecord, type SessionStore, type StoredSession } from './session-store.js';
+
+interface Held {
+  record: RelaySessionRecord;
+  journal: JournalEntry[];
+  fence: number;
+}
+
+/** The embedded default: sessions survive agent disconnects, not a restart of the edge (AWP-SES-008). */
+export class MemorySessionStore implements SessionStore {
+  readonly kind = 'memory';
+  private readonly sessions = new Map<string, Held>();
+
+  create(record: RelaySessionRecord): Promise<number> {
+    this.sessions.set(record.edge_token, { record: { ...record }, journal: [], fence: 1 });
+    return Promise.resolve(1);
+  }
+
+  get(edge_token: string): Promise<StoredSession | null> {
+    const held = this.sessions.get(edge_token);
+    return Promise.resolve(held ? { record: { ...held.record }, journal: [...held.journal], fence: held.fence } : null);
+  }
+
+  claim(edge_token: string): Promise<number | null> {
+    const held = this.sessions.get(edge_token);
+    if (held === undefined) return Promise.resolve(null);
+    held.fence += 1;
+    return Promise.resolve(held.fence);
+  }
+
+  append(edge_token: string, fence: number, entries: readonly JournalEntry[]): Promise<void> {
+    return this.write(edge_token, fence, (held) => {
+      const last = held.journal.at(-1)?.status_seq ?? held.record.agent_ack;
+      for (const e of entries) if (e.status_seq > last) held.journal.push(e);
+    });
+  }
+
+  acknowledge(edge_token: string, fence: number, status_seq: number): Promise<void> {
+    return this.write(edge_token, fence, (held) => {
+      if (status_seq <= held.record.agent_ack) return;
+      held.record.agent_ack = status_seq;
+      held.journal = held.journal.filter((e) => e.status_seq > status_seq);
+    });
+  }
+
+  setSuspended(edge_token: string, fence: number, suspended_at_ms: number | null): Promise<void> {
+    return this.write(edge_token, fence, (held) => {
+      held.record.suspended_at_ms = suspended_at_ms;
+    });
+  }
+
+  delete(edge_token: string): Promise<void> {
+    this.sessions.delete(edge_token);
+    return Promise.resolve();
+  }
+
+  /** Number of sessions held (for leak checks and metrics). */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  healthy(): boolean {
+    return true;
+  }
+
+  close(): Promise<void> {
+    this.sessions.clear();
+    return Promise.resolve();
+  }
+
+  private write(edge_token: string, fence: number, apply: (held: Held) => void): Promise<void> {
+    const held = this.sessions.get(edge_token);
+    if (held === undefined) return Promise.resolve();
+    if (fence < held.fence) return Promise.reject(new FencedError());
+    apply(held);
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * Lua scripts of the Redis session store. Each write is one script so the fence check and the write
+ * are atomic (two replicas can never interleave between them).
+ *
+ * Per session: KEYS[1] the record hash, KEYS[2] the journal sorted set (score = status_seq).
+ * Hash fields: r = static record (msgpack), a = agent_ack, s = suspended_at_ms ('' while attached),
+ * f = fence, t = TTL in ms applied to both keys while the session is suspended.
+ *
+ * Numbers written back are the caller's decimal strings, never Lua numbers: Lua formats numbers with
+ * 14 significant digits, which would corrupt a status_seq above 10^14.
+ *
+ * Write scripts return 1 (done, or the session is gone: a write for a deleted session is a no-op)
+ * or -1 (the caller's fence is stale).
+ */
+
+/** Loads the fence into `fence` and returns early on a missing session or a stale fence. */
+const FENCE_CHECK = `
+local fence = redis.call('HGET', KEYS[1], 'f')
+if not fence then return 1 end
+if tonumber(ARGV[1]) < tonumber(fence) then return -1 end
+`;
+
+/** ARGV: static record, agent_ack, suspended_at_ms or '', suspended TTL ms. */
+export const CREATE = `
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'r', ARGV[1], 'a', ARGV[2], 's', ARGV[3], 'f', '1', 't', ARGV[4])
+if ARGV[3] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+return 1
+`;
+
+/** Returns false when gone, else {static, agent_ack, suspended_at_ms, fence, {journal members}}. */
+export const GET = `
+local h = redis.call('HMGET', KEYS[1], 'r', 'a', 's', 'f')
+if not h[1] then return false end
+return {h[1], h[2], h[3], h[4], redis.call('ZRANGE', KEYS[2], 0, -1)}
+`;
+
+/** Returns the new fence, or false when the session is gone. */
+export const CLAIM = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('HINCRBY', KEYS[1], 'f', 1)
+`;
+
+/**
+ * ARGV: fence, then (status_seq, member) pairs. Keeps only entries above the highest seq held (or
+ * acknowledged), so a redelivery is not journalled twice. A journal created while the session is
+ * suspended gets the record's remaining TTL, so no key of a suspended session outlives it.
+ */
+export const APPEND = `${FENCE_CHECK}
+local last = tonumber(redis.call('HGET', KEYS[1], 'a'))
+local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if top[2] then
+  local t = tonumber(top[2])
+  if t > last then last = t end
+end
+local added = 0
+for i = 2, #ARGV, 2 do
+  local seq = tonumber(ARGV[i])
+  if seq > last then
+    redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
+    last = seq
+    added = added + 1
+  end
+end
+if added > 0 then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+end
+return 1
+`;
+
+/** ARGV: fence, status_seq. */
+export const ACKNOWLEDGE = `${FENCE_CHECK}
+if tonumber(ARGV[2]) <= tonumber(redis.call('HGET', KEYS[1], 'a')) then return 1 end
+redis.call('HSET', KEYS[1], 'a', ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
+return 1
+`;
+
+/** ARGV: fence, suspended_at_ms or '' (attached). Suspended: both keys expire; attached: no TTL. */
+export const SET_SUSPENDED = `${FENCE_CHECK}
+redis.call('HSET', KEYS[1], 's', ARGV[2])
+if ARGV[2] == '' then
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+else
+  local ttl = redis.call('HGET', KEYS[1], 't')
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return 1
+`;
+
+/** ARGV: a fresh 6-byte epoch. The first replica's value wins; every replica reads it back. */
+export const EPOCH = `
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
+`;
+
+/** Redis server time in ms (the hub's clock, so replicas' clocks need not agree). */
+const NOW = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`;
+
+/**
+ * KEYS[1]: a route's hub membership sorted set (score = expiry in Redis time). ARGV: replica id,
+ * TTL ms. Drops expired members, (re)adds this one, and keeps the key no longer than its newest member.
+ */
+export const HUB_JOIN = `${NOW}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local keep = redis.call('PTTL', KEYS[1])
+if keep < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+`;
+
+/** KEYS[1]: a route's hub membership set. Returns the members not yet expired. */
+export const HUB_MEMBERS = `${NOW}
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+`;

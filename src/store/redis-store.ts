@@ -1,0 +1,295 @@
+/**
+ * The distributed session store: relay sessions in Redis (6+), so any replica can resume them.
+ *
+ * Keys (all under `keyPrefix`, default `awp-edge:`; the braces are a Redis Cluster hash tag keeping a
+ * session's two keys in one slot):
+ *   {TOKEN}:rec  hash: static record (msgpack), agent_ack, suspended_at_ms, fence, suspended TTL
+ *   {TOKEN}:jnl  sorted set: journal entries (msgpack [status_seq, text]) scored by status_seq
+ *   epoch        the 6-byte token epoch shared by every replica
+ *   hub:ROUTE    sorted set: replicas serving the route's observer hub, scored by expiry
+ * A suspended session's keys expire after its reconnect window plus a margin; attached, they have no
+ * TTL. The edge deletes sessions explicitly as well.
+ *
+ * Failure behaviour: nothing is queued while Redis is unreachable. `healthy()` is false, and every
+ * operation rejects at once with StoreUnavailableError (or after `commandTimeoutMs` if Redis stops
+ * answering mid-command); it never hangs. The client keeps reconnecting in the background.
+ *
+ * The Redis URL may carry a password: it is never logged and never part of an error message.
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { JournalEntry } from '../relay/journal.js';
+import { decodeEntry, decodeRecord, encodeEntry, encodeStatic } from './codec.js';
+import * as lua from './redis-scripts.js';
+import {
+  FencedError,
+  type RelaySessionRecord,
+  type SessionStore,
+  type StoredSession,
+} from './session-store.js';
+
+export interface RedisStoreOptions {
+  /** redis://[user:password@]host:port[/db] or rediss:// (TLS). */
+  readonly url: string;
+  readonly keyPrefix?: string | undefined;
+  /** Bound on establishing a connection (default 2000). */
+  readonly connectTimeoutMs?: number | undefined;
+  /** Bound on one command's reply (default 2000). */
+  readonly commandTimeoutMs?: number | undefined;
+  /** Added to a suspended session's reconnect window to form its keys' TTL (default 30000). */
+  readonly suspendedTtlMarginMs?: number | undefined;
+}
+
+/** The store cannot be reached or refused an operation; the message never carries credentials. */
+export class StoreUnavailableError extends Error {
+  readonly code = 'AWP_EDGE_STORE_UNAVAILABLE';
+}
+
+export const DEFAULT_KEY_PREFIX = 'awp-edge:';
+const EPOCH_BYTES = 6;
+
+/** The scripts registered with defineCommand; ioredis adds them as methods (and `*Buffer` variants). */
+interface Scripted {
+  awpCreate(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number>;
+  awpGetBuffer(rec: string, jnl: string): Promise<[Buffer, Buffer, Buffer, Buffer, Buffer[]] | null>;
+  awpClaim(rec: string, jnl: string): Promise<number | null>;
+  awpAppend(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number>;
+  awpAcknowledge(rec: string, jnl: string, ...args: string[]): Promise<number>;
+  awpSetSuspended(rec: string, jnl: string, ...args: string[]): Promise<number>;
+  awpEpochBuffer(key: string, epoch: Buffer): Promise<Buffer | null>;
+  awpHubJoin(key: string, replicaId: string, ttlMs: string): Promise<number>;
+  awpHubMembers(key: string): Promise<string[]>;
+}
+
+export class RedisSessionStore implements SessionStore {
+  readonly kind = 'redis';
+  /** Where the store points, without credentials (for logs and error messages). */
+  readonly target: string;
+  private readonly redis: Redis;
+  private readonly scripted: Scripted;
+  private readonly prefix: string;
+  private readonly marginMs: number;
+  private readonly password: string;
+  private lastError = '';
+  private closed = false;
+
+  constructor(options: RedisStoreOptions) {
+    const url = parseUrl(options.url);
+    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
+      throw new StoreUnavailableError(
+        `session store URL must be redis:// or rediss://, got ${url.protocol}//`,
+      );
+    }
+    this.password = decodeURIComponent(url.password);
+    this.target = `${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}`;
+    this.prefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
+    this.marginMs = options.suspendedTtlMarginMs ?? 30_000;
+    const connectTimeout = options.connectTimeoutMs ?? 2_000;
+    this.redis = new Redis(options.url, {
+      connectTimeout,
+      commandTimeout: options.commandTimeoutMs ?? 2_000,
+      // Fail fast instead of queueing: the edge refuses new sessions rather than waiting on Redis.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), connectTimeout),
+      connectionName: 'awp-edge',
+      disableClientInfo: true,
+      scripts: {
+        awpCreate: { lua: lua.CREATE, numberOfKeys: 2 },
+        awpGet: { lua: lua.GET, numberOfKeys: 2, readOnly: true },
+        awpClaim: { lua: lua.CLAIM, numberOfKeys: 2 },
+        awpAppend: { lua: lua.APPEND, numberOfKeys: 2 },
+        awpAcknowledge: { lua: lua.ACKNOWLEDGE, numberOfKeys: 2 },
+        awpSetSuspended: { lua: lua.SET_SUSPENDED, numberOfKeys: 2 },
+        awpEpoch: { lua: lua.EPOCH, numberOfKeys: 1 },
+        awpHubJoin: { lua: lua.HUB_JOIN, numberOfKeys: 1 },
+        awpHubMembers: { lua: lua.HUB_MEMBERS, numberOfKeys: 1, readOnly: true },
+      },
+    });
+    // Without a listener ioredis prints connection errors itself; keep the last one for our messages.
+    this.redis.on('error', (err: Error) => {
+      this.lastError = this.redact(err.message);
+    });
+    this.redis.on('ready', () => {
+      this.lastError = '';
+    });
+    // defineCommand adds methods ioredis's types cannot know; Scripted lists them.
+    this.scripted = this.redis as unknown as Scripted;
+  }
+
+  /** Whether Redis is connected and ready now (false while connecting, reconnecting or closed). */
+  healthy(): boolean {
+    return !this.closed && this.redis.status === 'ready';
+  }
+
+  /** Resolves true once ready, or false after `timeoutMs` (for startup: the edge reports, not waits). */
+  async whenReady(timeoutMs: number): Promise<boolean> {
+    if (this.healthy()) return true;
+    if (this.closed) return false;
+    return new Promise<boolean>((resolve) => {
+      const done = (ok: boolean): void => {
+        clearTimeout(timer);
+        this.redis.off('ready', onReady);
+        resolve(ok);
+      };
+      const onReady = (): void => done(true);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.redis.on('ready', onReady);
+    });
+  }
+
+  async create(record: RelaySessionRecord): Promise<number> {
+    const [rec, jnl] = this.keys(record.edge_token);
+    await this.run('create', () =>
+      this.scripted.awpCreate(
+        rec,
+        jnl,
+        encodeStatic(record),
+        String(record.agent_ack),
+        record.suspended_at_ms === null ? '' : String(record.suspended_at_ms),
+        String(record.reconnect_window_ms + this.marginMs),
+      ),
+    );
+    return 1;
+  }
+
+  async get(edge_token: string): Promise<StoredSession | null> {
+    const [rec, jnl] = this.keys(edge_token);
+    const reply = await this.run('get', () => this.scripted.awpGetBuffer(rec, jnl));
+    if (reply === null) return null;
+    const [encoded, ack, suspended, fence, members] = reply;
+    const suspendedText = suspended.toString();
+    const record = decodeRecord(
+      edge_token,
+      encoded,
+      Number(ack.toString()),
+      suspendedText === '' ? null : Number(suspendedText),
+    );
+    return { record, journal: members.map(decodeEntry), fence: Number(fence.toString()) };
+  }
+
+  async claim(edge_token: string): Promise<number | null> {
+    const [rec, jnl] = this.keys(edge_token);
+    return this.run('claim', () => this.scripted.awpClaim(rec, jnl));
+  }
+
+  async append(edge_token: string, fence: number, entries: readonly JournalEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    const [rec, jnl] = this.keys(edge_token);
+    const args: (string | Buffer)[] = [String(fence)];
+    for (const e of entries) args.push(String(e.status_seq), encodeEntry(e));
+    this.fenced(await this.run('append', () => this.scripted.awpAppend(rec, jnl, ...args)));
+  }
+
+  async acknowledge(edge_token: string, fence: number, status_seq: number): Promise<void> {
+    const [rec, jnl] = this.keys(edge_token);
+    this.fenced(
+      await this.run('acknowledge', () =>
+        this.scripted.awpAcknowledge(rec, jnl, String(fence), String(status_seq)),
+      ),
+    );
+  }
+
+  async setSuspended(edge_token: string, fence: number, suspended_at_ms: number | null): Promise<void> {
+    const [rec, jnl] = this.keys(edge_token);
+    const at = suspended_at_ms === null ? '' : String(suspended_at_ms);
+    this.fenced(
+      await this.run('setSuspended', () => this.scripted.awpSetSuspended(rec, jnl, String(fence), at)),
+    );
+  }
+
+  async delete(edge_token: string): Promise<void> {
+    const [rec, jnl] = this.keys(edge_token);
+    await this.run('delete', () => this.redis.del(rec, jnl));
+  }
+
+  /**
+   * The token epoch every replica shares (see TokenMint): set once (first writer wins) and read back.
+   * If Redis loses its data the key is re-created with a new epoch, so old tokens stop matching.
+   */
+  async epoch(): Promise<Buffer> {
+    const value = await this.run('epoch', () =>
+      this.scripted.awpEpochBuffer(`${this.prefix}epoch`, randomBytes(EPOCH_BYTES)),
+    );
+    if (value?.length !== EPOCH_BYTES) {
+      throw new StoreUnavailableError(
+        `session store (${this.target}): ${this.prefix}epoch does not hold a 6-byte epoch`,
+      );
+    }
+    return value;
+  }
+
+  /** Announces that `replicaId` serves `route`'s observer hub for `ttlMs` (renew before it lapses). */
+  async hubJoin(route: string, replicaId: string, ttlMs: number): Promise<void> {
+    await this.run('hubJoin', () => this.scripted.awpHubJoin(this.hubKey(route), replicaId, String(ttlMs)));
+  }
+
+  async hubLeave(route: string, replicaId: string): Promise<void> {
+    await this.run('hubLeave', () => this.redis.zrem(this.hubKey(route), replicaId));
+  }
+
+  /** The replicas whose membership of `route`'s hub has not lapsed. */
+  async hubMembers(route: string): Promise<string[]> {
+    return this.run('hubMembers', () => this.scripted.awpHubMembers(this.hubKey(route)));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.redis.status === 'ready') {
+      try {
+        await this.redis.quit();
+        return;
+      } catch {
+        // fall through: the connection is going away anyway
+      }
+    }
+    this.redis.disconnect();
+  }
+
+  private keys(edge_token: string): [string, string] {
+    const tag = `${this.prefix}{${edge_token}}`;
+    return [`${tag}:rec`, `${tag}:jnl`];
+  }
+
+  private hubKey(route: string): string {
+    return `${this.prefix}hub:${route}`;
+  }
+
+  private fenced(result: number): void {
+    if (result === -1) throw new FencedError();
+  }
+
+  /** Runs one command; every failure becomes a StoreUnavailableError naming the store, not its credentials. */
+  private async run<T>(op: string, command: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreUnavailableError(`session store (${this.target}) is closed`);
+    if (this.redis.status !== 'ready') {
+      const why = this.lastError === '' ? this.redis.status : `${this.redis.status}: ${this.lastError}`;
+      throw new StoreUnavailableError(
+        `session store (${this.target}) is unreachable (${why}); ${op} refused`,
+      );
+    }
+    try {
+      return await command();
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      throw new StoreUnavailableError(
+        `session store (${this.target}): ${op} failed: ${this.redact(message)}`,
+      );
+    }
+  }
+
+  private redact(message: string): string {
+    return this.password === '' ? message : message.split(this.password).join('***');
+  }
+}
+
+/** `new URL` puts its input on the error it throws; this one must not carry the URL (it may hold a password). */
+function parseUrl(text: string): URL {
+  try {
+    return new URL(text);
+  } catch {
+    throw new StoreUnavailableError('session store URL is not a valid URL (expected redis://host:port)');
+  }
+}

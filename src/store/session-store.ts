@@ -1,0 +1,59 @@
+import type { JournalEntry } from '../relay/journal.js';
+
+/** What the edge must remember about a relay session to resume it, on this replica or another. */
+export interface RelaySessionRecord {
+  /** The agent-facing token the edge minted (a credential: never logged, never a metric label). */
+  readonly edge_token: string;
+  /** The route (world) the session belongs to. */
+  readonly route: string;
+  /** The world's own session token (a credential of the upstream hop). */
+  readonly upstream_token: string;
+  readonly session_id: string;
+  readonly mode: 'lockstep' | 'streaming';
+  readonly reconnect_window_ms: number;
+  readonly heartbeat_interval_ms: number;
+  /** Highest status_seq the agent acknowledged. */
+  agent_ack: number;
+  /** Wall-clock ms when the agent's connection was lost; null while an agent is attached. */
+  suspended_at_ms: number | null;
+}
+
+export interface StoredSession {
+  readonly record: RelaySessionRecord;
+  /** Journal entries above `record.agent_ack`, in status_seq order. */
+  readonly journal: readonly JournalEntry[];
+  /** The current fencing token (see SessionStore.claim). */
+  readonly fence: number;
+}
+
+/** A write carried a fencing token older than the session's: another replica now drives the session. */
+export class FencedError extends Error {
+  constructor() {
+    super('the session is driven by another replica');
+  }
+}
+
+/**
+ * Where relay sessions live between an agent's connections. Every write resolves once it is durable
+ * in the store: the edge acknowledges upstream only what a resolved write holds.
+ *
+ * Fencing: `create` starts a session at fence 1; each `claim` (a replica taking the session over to
+ * serve a resume) returns a higher fence. Writes carry the writer's fence and are refused with
+ * FencedError when it is stale, so two replicas never drive one upstream session at once.
+ */
+export interface SessionStore {
+  readonly kind: string;
+  /** Stores a new session; resolves with its fence (1). */
+  create(record: RelaySessionRecord): Promise<number>;
+  get(edge_token: string): Promise<StoredSession | null>;
+  /** Takes the session over; resolves with the new fence, or null if the session is gone. */
+  claim(edge_token: string): Promise<number | null>;
+  append(edge_token: string, fence: number, entries: readonly JournalEntry[]): Promise<void>;
+  /** Records the agent's acknowledgement and drops the entries at or below it. */
+  acknowledge(edge_token: string, fence: number, status_seq: number): Promise<void>;
+  setSuspended(edge_token: string, fence: number, suspended_at_ms: number | null): Promise<void>;
+  delete(edge_token: string): Promise<void>;
+  /** Whether new sessions can be stored now (a distributed store that is unreachable says no). */
+  healthy(): boolean;
+  close(): Promise<void>;
+}

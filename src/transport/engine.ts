@@ -1,0 +1,63 @@
+/**
+ * The agent-facing server behind one small interface, so the edge runs on uWebSockets.js where its
+ * binary loads and on `ws` + `node:http` otherwise, with the same behaviour.
+ */
+
+/** One accepted WebSocket connection, as the edge sees it. */
+export interface ServerConnection {
+  /** Queues a message; never blocks. */
+  send(data: string | Uint8Array, binary: boolean): void;
+  /** Bytes queued in the engine and not yet written to the socket (the engine's own backpressure). */
+  readonly bufferedAmount: number;
+  close(code: number, reason: string): void;
+  /** Drops the TCP connection without a closing handshake. */
+  terminate(): void;
+  readonly remoteAddress: string;
+}
+
+export interface ConnectionHandlers {
+  /** Text arrives as a string; binary as a buffer the handler may keep (engines copy if they must). */
+  message(data: string | Uint8Array, binary: boolean): void;
+  /** The socket drained below the engine's high-water mark: pending output may be written. */
+  drain(): void;
+  close(code: number, reason: string): void;
+}
+
+/** The parts of an HTTP upgrade request the edge decides on. */
+export interface UpgradeRequest {
+  readonly path: string;
+  readonly query: string;
+  header(name: string): string | undefined;
+  /** Subprotocols offered in Sec-WebSocket-Protocol, in order. */
+  readonly protocols: readonly string[];
+  readonly remoteAddress: string;
+}
+
+export type UpgradeOutcome =
+  | { accept: true; protocol: string; open: (conn: ServerConnection) => ConnectionHandlers }
+  | { accept: false; status: number; body: string };
+
+export interface EngineOptions {
+  readonly host: string;
+  readonly port: number;
+  /** Largest message accepted; larger ones close the connection with 1009. */
+  readonly maxMessageBytes: number;
+  /** WebSocket-level ping interval for hop liveness; a connection silent for two intervals is dropped. */
+  readonly pingIntervalMs: number;
+  readonly upgrade: (req: UpgradeRequest) => Promise<UpgradeOutcome> | UpgradeOutcome;
+}
+
+export interface AgentServer {
+  readonly engine: 'uws' | 'ws';
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Parses a Sec-WebSocket-Protocol header into the offered list. */
+export function parseProtocols(header: string | undefined): string[] {
+  if (header === undefined) return [];
+  return header
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0);
+}

@@ -1,0 +1,241 @@
+import type { HttpResponse, TemplatedApp, WebSocket, us_listen_socket, us_socket_context_t } from 'uWebSockets.js';
+import type { AgentServer, ConnectionHandlers, EngineOptions, ServerConnection, UpgradeOutcome } from './engine.js';
+import { loadUws, type UwsModule } from './uws-load.js';
+import { copyUpgrade, type CopiedUpgrade } from './uws-request.js';
+
+/** Per-connection state: the uWS user data of each socket, created when the edge accepts. */
+interface Conn {
+  readonly open: (conn: ServerConnection) => ConnectionHandlers;
+  readonly remoteAddress: string;
+  ws: WebSocket<Conn> | undefined;
+  handlers: ConnectionHandlers | undefined;
+  /** uWS closed the socket: it must not be touched again. */
+  closed: boolean;
+  /** The edge's close handler ran (exactly once). */
+  notified: boolean;
+  /** The close was ours (close/terminate): uWS reports it synchronously, we report it later, as `ws` does. */
+  selfClosed: boolean;
+  /** Heard from since the last ping sweep. */
+  alive: boolean;
+}
+
+/** uWS's listen with options; its typings only declare the (port, options, cb) form. */
+type ListenWithOptions = (
+  host: string,
+  port: number,
+  options: number,
+  cb: (listenSocket: us_listen_socket | false) => void,
+) => TemplatedApp;
+
+const NOT_WEBSOCKET = 'this is an AWP WebSocket endpoint: connect with subprotocol "awp"\n';
+const MAX_CLOSE_REASON_BYTES = 123;
+const decoder = new TextDecoder();
+
+/** The production engine: uWebSockets.js. Behaves as `listenWs` does (see ws-engine.ts). */
+export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
+  const uws = loadUws();
+  const app = uws.App();
+  const live = new Set<Conn>();
+  let closing = false;
+
+  app.ws<Conn>('/*', {
+    compression: uws.DISABLED,
+    maxPayloadLength: opts.maxMessageBytes,
+    // 0 = no limit: uWS otherwise drops sends above 64 KiB of backpressure; the edge's outboxes
+    // throttle on bufferedAmount and expect every send to be queued, as `ws` does.
+    maxBackpressure: 0,
+    closeOnBackpressureLimit: false,
+    // Liveness is the ping sweep below: uWS's idleTimeout counts in 4 s steps from 8 s, too coarse
+    // for short ping intervals, and the sweep gives both engines the same rule.
+    idleTimeout: 0,
+    sendPingsAutomatically: false,
+
+    upgrade: (res, req, context) => {
+      const copied = copyUpgrade(res, req); // before any await: req dies with this call
+      const { request } = copied;
+      let aborted = false;
+      res.onAborted(() => (aborted = true));
+      void Promise.resolve()
+        .then(() => opts.upgrade(request))
+        .then(
+          (outcome) => {
+            if (aborted || closing) return;
+            res.cork(() => answer(res, outcome, copied, context));
+          },
+          () => {
+            if (aborted || closing) return;
+            res.cork(() => refuse(res, 500, 'internal error\n'));
+          },
+        );
+    },
+
+    open: (ws) => {
+      const c = ws.getUserData();
+      c.ws = ws;
+      live.add(c);
+      try {
+        c.handlers = c.open(wrap(c));
+      } catch {
+        if (!c.closed) ws.end(1011, 'internal error');
+      }
+    },
+
+    message: (ws, message, isBinary) => {
+      const c = ws.getUserData();
+      if (c.closed) return;
+      c.alive = true;
+      // uWS frees `message` when this returns: binary is copied, text is decoded into a new string.
+      if (isBinary) c.handlers?.message(Buffer.from(new Uint8Array(message)), true);
+      else c.handlers?.message(decoder.decode(message), false);
+    },
+
+    pong: (ws) => {
+      ws.getUserData().alive = true;
+    },
+
+    drain: (ws) => {
+      const c = ws.getUserData();
+      if (!c.closed) c.handlers?.drain();
+    },
+
+    close: (ws, code, message) => {
+      const c = ws.getUserData();
+      c.closed = true;
+      live.delete(c);
+      const reason = decoder.decode(message);
+      // A close we started (or one during open) is reported on a later turn, never inside the call
+      // that caused it, like `ws`, whose close event waits for the peer's answer.
+      if (c.selfClosed || c.handlers === undefined) setImmediate(() => notifyClosed(c, code, reason));
+      else notifyClosed(c, code, reason);
+    },
+  });
+
+  app.any('/*', (res) => {
+    res.writeStatus('426 Upgrade Required').writeHeader('Content-Type', 'text/plain').end(NOT_WEBSOCKET, true);
+  });
+
+  const timer =
+    opts.pingIntervalMs > 0
+      ? setInterval(() => {
+          for (const c of live) {
+            if (!c.alive) {
+              terminate(c); // two intervals without a pong: the hop is dead
+              continue;
+            }
+            c.alive = false;
+            c.ws?.ping();
+          }
+        }, opts.pingIntervalMs)
+      : undefined;
+  timer?.unref();
+
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    const listen = app.listen.bind(app) as unknown as ListenWithOptions;
+    // Exclusive: without it uWS sets SO_REUSEPORT and a second server on the port silently shares it.
+    listen(opts.host, opts.port, exclusivePort(uws), (ls) => {
+      if (ls === false) reject(new Error(`uWebSockets.js cannot listen on ${opts.host}:${opts.port}`));
+      else resolve(ls);
+    });
+  }).catch((err: unknown) => {
+    if (timer) clearInterval(timer);
+    app.close();
+    throw err;
+  });
+
+  return {
+    engine: 'uws',
+    port: uws.us_socket_local_port(listenSocket),
+    close: async () => {
+      if (closing) return;
+      closing = true;
+      if (timer) clearInterval(timer);
+      uws.us_listen_socket_close(listenSocket);
+      for (const c of [...live]) terminate(c);
+      app.close(); // also the HTTP connections: upgrades still being decided are aborted
+      // Let the close handlers of the terminated sockets run before resolving, as with `ws`.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    },
+  };
+}
+
+/** The runtime exports the flag at top level; the typings only as a (non-existent) enum member. */
+function exclusivePort(uws: UwsModule): number {
+  return (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: number }).LIBUS_LISTEN_EXCLUSIVE_PORT ?? 1;
+}
+
+function answer(res: HttpResponse, outcome: UpgradeOutcome, copied: CopiedUpgrade, context: us_socket_context_t): void {
+  if (!outcome.accept) {
+    refuse(res, outcome.status, outcome.body);
+    return;
+  }
+  const conn: Conn = {
+    open: outcome.open,
+    remoteAddress: copied.request.remoteAddress,
+    ws: undefined,
+    handlers: undefined,
+    closed: false,
+    notified: false,
+    selfClosed: false,
+    alive: true,
+  };
+  // The edge chose `awp` before the upgrade; never echo an awp.bearer.* credential.
+  const protocol = copied.request.protocols.length > 0 ? 'awp' : '';
+  res.upgrade<Conn>(conn, copied.key, protocol, '', context);
+}
+
+function refuse(res: HttpResponse, status: number, body: string): void {
+  res
+    .writeStatus(`${status} ${STATUS_TEXT[status] ?? 'Error'}`)
+    .writeHeader('Content-Type', 'text/plain')
+    .end(body, true);
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+};
+
+function notifyClosed(c: Conn, code: number, reason: string): void {
+  if (c.notified) return;
+  c.notified = true;
+  c.handlers?.close(code, reason);
+}
+
+function terminate(c: Conn): void {
+  if (c.closed || c.ws === undefined) return;
+  c.selfClosed = true;
+  c.ws.close();
+}
+
+function wrap(c: Conn): ServerConnection {
+  return {
+    send: (data, binary) => {
+      if (!c.closed) c.ws?.send(data, binary, false);
+    },
+    get bufferedAmount() {
+      return c.closed || c.ws === undefined ? 0 : c.ws.getBufferedAmount();
+    },
+    close: (code, reason) => {
+      if (c.closed || c.ws === undefined) return;
+      c.selfClosed = true;
+      c.ws.end(code, truncateUtf8(reason, MAX_CLOSE_REASON_BYTES));
+    },
+    terminate: () => terminate(c),
+    remoteAddress: c.remoteAddress,
+  };
+}
+
+/** uWS cuts a close reason at 123 bytes, possibly inside a character; cut at a character boundary. */
+function truncateUtf8(text: string, maxBytes: number): string {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= maxBytes) return text;
+  let end = maxBytes;
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--; // back off continuation bytes
+  return bytes.subarray(0, end).toString('utf8');
+}

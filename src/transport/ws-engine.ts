@@ -1,0 +1,139 @@
+import { createServer, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  parseProtocols,
+  type AgentServer,
+  type ConnectionHandlers,
+  type EngineOptions,
+  type ServerConnection,
+  type UpgradeRequest,
+} from './engine.js';
+import { socketOf } from './ws-socket.js';
+
+/** The portable engine: `ws` on `node:http`. */
+export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
+  const http = createServer((_req, res) => {
+    res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
+    res.end('this is an AWP WebSocket endpoint: connect with subprotocol "awp"\n');
+  });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: opts.maxMessageBytes,
+    perMessageDeflate: false,
+    // The edge chose the protocol before the upgrade; never echo an awp.bearer.* credential.
+    handleProtocols: () => 'awp',
+  });
+  const live = new Set<WebSocket>();
+
+  http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => socket.destroy());
+    const request = upgradeRequest(req);
+    void Promise.resolve()
+      .then(() => opts.upgrade(request))
+      .then((outcome) => {
+        if (socket.destroyed) return;
+        if (!outcome.accept) {
+          refuse(socket, outcome.status, outcome.body);
+          return;
+        }
+        wss.handleUpgrade(req, socket, head, (ws) => {
+          live.add(ws);
+          const conn = wrap(ws, request.remoteAddress);
+          const handlers = outcome.open(conn);
+          attach(ws, handlers, opts.pingIntervalMs, () => live.delete(ws));
+        });
+      })
+      .catch(() => refuse(socket, 500, 'internal error\n'));
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(opts.port, opts.host, () => resolve());
+  });
+  const address = http.address();
+  const port = typeof address === 'object' && address !== null ? address.port : opts.port;
+  return {
+    engine: 'ws',
+    port,
+    close: async () => {
+      for (const ws of live) ws.terminate();
+      wss.close();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
+
+function upgradeRequest(req: IncomingMessage): UpgradeRequest {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return {
+    path: q < 0 ? url : url.slice(0, q),
+    query: q < 0 ? '' : url.slice(q + 1),
+    header: (name) => {
+      const v = req.headers[name.toLowerCase()];
+      return Array.isArray(v) ? v.join(', ') : v;
+    },
+    protocols: parseProtocols(req.headers['sec-websocket-protocol']),
+    remoteAddress: req.socket.remoteAddress ?? '',
+  };
+}
+
+function refuse(socket: Duplex, status: number, body: string): void {
+  const reason = STATUS_TEXT[status] ?? 'Error';
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+};
+
+function wrap(ws: WebSocket, remoteAddress: string): ServerConnection {
+  return {
+    send: (data, binary) => ws.send(data, { binary }),
+    get bufferedAmount() {
+      return ws.bufferedAmount;
+    },
+    close: (code, reason) => ws.close(code, reason),
+    terminate: () => ws.terminate(),
+    remoteAddress,
+  };
+}
+
+/** Wires a `ws` socket to the edge's handlers, with WebSocket-level pings for hop liveness. */
+export function attach(ws: WebSocket, h: ConnectionHandlers, pingIntervalMs: number, onGone: () => void): void {
+  let alive = true;
+  const timer =
+    pingIntervalMs > 0
+      ? setInterval(() => {
+          if (!alive) {
+            ws.terminate(); // two intervals without a pong: the hop is dead
+            return;
+          }
+          alive = false;
+          ws.ping();
+        }, pingIntervalMs)
+      : undefined;
+  timer?.unref();
+  ws.on('pong', () => (alive = true));
+  ws.on('message', (data: Buffer, binary: boolean) => {
+    alive = true;
+    h.message(binary ? data : data.toString('utf8'), binary);
+  });
+  socketOf(ws)?.on('drain', () => h.drain());
+  ws.on('error', () => ws.terminate());
+  ws.once('close', (code: number, reason: Buffer) => {
+    if (timer) clearInterval(timer);
+    onGone();
+    h.close(code, reason.toString('utf8'));
+  });
+}

@@ -1,0 +1,111 @@
+/**
+ * The engines alike, continued: closing in both directions, liveness, and the server's own close.
+ * Every case runs on `ws` and, where uWebSockets.js loads, on `uws`.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { closeClients, freePort, openClient } from './clients.js';
+import { ENGINES, sleep, startRecorder, waitFor, withTimeout, type Recorder } from './engines.js';
+import { rawUpgrade } from './raw-client.js';
+
+let recorder: Recorder | undefined;
+
+afterEach(async () => {
+  closeClients();
+  await recorder?.close();
+  recorder = undefined;
+});
+
+for (const engine of ENGINES) {
+  describe.skipIf(engine.unavailable !== undefined)(`engine ${engine.name}`, () => {
+    it('propagates a client close code and reason to the edge, once', async () => {
+      recorder = await startRecorder(engine);
+      const c = await openClient(recorder.url);
+      const side = await recorder.nextSide();
+      c.ws.close(4001, 'client says bye ✓');
+      await waitFor(() => side.closes.length > 0, 5000, 'the server close handler');
+      await sleep(50);
+      expect(side.closes).toEqual([{ code: 4001, reason: 'client says bye ✓' }]);
+      expect((await c.closed).code).toBe(4001);
+    });
+
+    it('propagates an edge close code and reason to the client; the socket is inert afterwards', async () => {
+      recorder = await startRecorder(engine);
+      const c = await openClient(recorder.url);
+      const side = await recorder.nextSide();
+      side.conn.close(4002, 'edge says bye ✓');
+      expect(side.closes).toHaveLength(0); // reported later, never inside close()
+      expect(await withTimeout(c.closed, 5000, 'the client close')).toEqual({ code: 4002, reason: 'edge says bye ✓' });
+      await waitFor(() => side.closes.length > 0, 5000, 'the server close handler');
+      await sleep(50);
+      expect(side.closes).toEqual([{ code: 4002, reason: 'edge says bye ✓' }]);
+      expect(() => {
+        side.conn.send('late', false);
+        side.conn.send(new Uint8Array(4), true);
+        side.conn.close(1000, 'again');
+        side.conn.terminate();
+      }).not.toThrow();
+      expect(typeof side.conn.bufferedAmount).toBe('number');
+      await sleep(20);
+      expect(side.closes).toHaveLength(1);
+    });
+
+    it('terminate drops the TCP connection: the client sees 1006 and the edge one close', async () => {
+      recorder = await startRecorder(engine);
+      const c = await openClient(recorder.url);
+      const side = await recorder.nextSide();
+      side.conn.terminate();
+      expect(side.closes).toHaveLength(0);
+      expect((await withTimeout(c.closed, 5000, 'the client close')).code).toBe(1006);
+      await waitFor(() => side.closes.length > 0, 5000, 'the server close handler');
+      await sleep(50);
+      expect(side.closes).toHaveLength(1);
+      expect(side.closes[0]!.code).toBe(1006);
+      expect(() => side.conn.send('late', false)).not.toThrow();
+    });
+
+    it('drops a client that never answers pings within about two intervals', async () => {
+      const interval = 200;
+      recorder = await startRecorder(engine, { pingIntervalMs: interval });
+      const responsive = await openClient(recorder.url); // `ws` answers pings by itself
+      const live = await recorder.nextSide();
+      const silent = await rawUpgrade(recorder.server.port, '/', { 'Sec-WebSocket-Protocol': 'awp' });
+      expect(silent.status).toBe(101);
+      const silentGone = new Promise<void>((resolve) => silent.socket.once('close', () => resolve()));
+      silent.socket.resume(); // read (and ignore) the pings: TCP stays healthy, the WebSocket is mute
+      const dead = await recorder.nextSide();
+      const start = Date.now();
+      await waitFor(() => dead.closes.length > 0, interval * 4, 'the silent client to be dropped');
+      const took = Date.now() - start;
+      await withTimeout(silentGone, 2000, 'the silent socket to close');
+      expect(took).toBeLessThanOrEqual(interval * 3);
+      expect(dead.closes).toHaveLength(1);
+      await sleep(interval * 3);
+      expect(live.closes).toHaveLength(0);
+      expect(responsive.ws.readyState).toBe(WebSocket.OPEN);
+    });
+
+    it('close() ends live connections, reports their close, and frees a fixed port for a restart', async () => {
+      const port = await freePort();
+      const r = await startRecorder(engine, { port });
+      const c = await openClient(r.url);
+      const side = await r.nextSide();
+      await r.close();
+      await waitFor(() => side.closes.length > 0, 5000, 'the server close handler');
+      expect(side.closes).toHaveLength(1);
+      expect((await withTimeout(c.closed, 5000, 'the client close')).code).toBe(1006);
+      recorder = await startRecorder(engine, { port });
+      const again = await openClient(recorder.url);
+      expect(again.ws.protocol).toBe('awp');
+    });
+
+    it('refuses to listen on a port another server holds', async () => {
+      recorder = await startRecorder(engine);
+      const port = recorder.server.port;
+      await expect(startRecorder(engine, { port })).rejects.toThrow();
+      // And the first server still serves.
+      const c = await openClient(recorder.url);
+      expect(c.ws.readyState).toBe(WebSocket.OPEN);
+    });
+  });
+}

@@ -1,0 +1,112 @@
+/** Handcrafted HTTP/WebSocket clients on a raw TCP socket, to see exactly what an engine writes. */
+import { randomBytes } from 'node:crypto';
+import { get, type IncomingHttpHeaders } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { withTimeout } from './engines.js';
+
+export interface RawResponse {
+  readonly status: number;
+  /** The response head as sent, status line and header lines. */
+  readonly head: string;
+  /** Header lines by lowercased name (repeated names kept in order). */
+  readonly headers: ReadonlyMap<string, readonly string[]>;
+}
+
+export interface RawUpgrade extends RawResponse {
+  readonly socket: Socket;
+  /** Bytes after the head received so far. */
+  readonly rest: Buffer;
+}
+
+/** Sends a WebSocket upgrade request and resolves with the response head; the socket stays open. */
+export function rawUpgrade(
+  port: number,
+  path: string,
+  headers: Record<string, string> = {},
+  timeoutMs = 5000,
+): Promise<RawUpgrade> {
+  const socket = connect(port, '127.0.0.1');
+  socket.on('error', () => socket.destroy());
+  const lines = [
+    `GET ${path} HTTP/1.1`,
+    `Host: 127.0.0.1:${port}`,
+    'Upgrade: websocket',
+    'Connection: Upgrade',
+    `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`,
+    'Sec-WebSocket-Version: 13',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+  return withTimeout(readHead(socket), timeoutMs, 'the upgrade response').catch((err: unknown) => {
+    socket.destroy();
+    throw err;
+  });
+}
+
+function readHead(socket: Socket): Promise<RawUpgrade> {
+  return new Promise((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      socket.off('data', onData);
+      socket.off('close', onClose);
+      socket.pause();
+      const head = buf.subarray(0, end).toString('latin1');
+      resolve({ ...parseHead(head), socket, rest: buf.subarray(end + 4) });
+    };
+    const onClose = () => reject(new Error(`connection closed before a response head: ${buf.toString('latin1')}`));
+    socket.on('data', onData);
+    socket.once('close', onClose);
+  });
+}
+
+function parseHead(head: string): RawResponse {
+  const [statusLine = '', ...rest] = head.split('\r\n');
+  const status = Number(statusLine.split(' ')[1]);
+  const headers = new Map<string, string[]>();
+  for (const line of rest) {
+    const i = line.indexOf(':');
+    const name = line.slice(0, i).trim().toLowerCase();
+    headers.set(name, [...(headers.get(name) ?? []), line.slice(i + 1).trim()]);
+  }
+  return { status, head, headers };
+}
+
+/** Reads the rest of a response (refusals close the connection): the body as text. */
+export function readToEnd(up: RawUpgrade, timeoutMs = 5000): Promise<string> {
+  const chunks: Buffer[] = [up.rest];
+  return withTimeout(
+    new Promise<string>((resolve) => {
+      up.socket.on('data', (c: Buffer) => chunks.push(c));
+      up.socket.once('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      up.socket.resume();
+    }),
+    timeoutMs,
+    'the server to close the connection',
+  );
+}
+
+/** A plain HTTP request (no upgrade), through node:http so any transfer encoding is decoded. */
+export function plainGet(
+  port: number,
+  path: string,
+  timeoutMs = 5000,
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
+  return withTimeout(
+    new Promise((resolve, reject) => {
+      const req = get({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }),
+        );
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+    }),
+    timeoutMs,
+    'the HTTP response',
+  );
+}
