@@ -7,8 +7,8 @@ import { startDemoWorld, type RunningDemoWorld } from '../demo/server.js';
 import { Edge } from '../edge/edge.js';
 
 export async function runDemo(cli: CommandLine): Promise<number> {
-  const supplied = process.env[AGENT_TOKENS_ENV];
-  const token = supplied?.split(',')[0]?.trim() || randomBytes(24).toString('base64url');
+  const supplied = process.env[AGENT_TOKENS_ENV]?.trim() || undefined;
+  const token = supplied?.split(',')[0]?.trim() ?? randomBytes(24).toString('base64url');
   const worlds: RunningDemoWorld[] = [];
   try {
     worlds.push(await startDemoWorld({ kind: 'arm', host: '127.0.0.1', port: 0 }));

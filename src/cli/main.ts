@@ -116,13 +116,14 @@ function configFor(cli: CommandLine, file: string | undefined): EdgeConfig {
   return configFromCommandLine(cli);
 }
 
-/** Runs the edge until SIGINT/SIGTERM. */
+/** Runs the edge until SIGTERM (graceful drain) or SIGINT (immediate stop). */
 export async function serve(config: EdgeConfig): Promise<number> {
   const edge = await Edge.start(config);
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
   });
-  await edge.close();
+  if (signal === 'SIGTERM') await edge.drain();
+  else await edge.close();
   return 0;
 }

@@ -2,6 +2,7 @@
  * Loads and validates the edge's configuration. Every refusal names the file, the key and what was
  * expected. Credentials come from the environment, files, or the config file; never from argv.
  */
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import {
@@ -10,6 +11,8 @@ import {
   type EdgeConfig,
   type ListenAddress,
   type RouteConfig,
+  type StoreConfig,
+  type WebTransportConfig,
 } from './schema.js';
 import { urlCarriesCredential } from '../transport/auth.js';
 
@@ -171,7 +174,7 @@ export function loadConfigFile(file: string, env: Env = process.env, cli: Comman
   return validateConfig(merged, file, env);
 }
 
-const TOP_KEYS = ['listen', 'admin', 'public_url', 'engine', 'log_level', 'agents', 'routes', 'timing', 'transport'];
+const TOP_KEYS = ['listen', 'admin', 'public_url', 'engine', 'log_level', 'agents', 'routes', 'timing', 'transport', 'store', 'drain', 'webtransport'];
 const ROUTE_KEYS = [
   'name',
   'path',
@@ -223,6 +226,9 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
   c.known(timingRaw, 'timing', Object.keys(DEFAULT_TIMING));
   const transportRaw = c.obj(top.transport, 'transport') ?? {};
   c.known(transportRaw, 'transport', Object.keys(DEFAULT_TRANSPORT));
+  const store = storeConfig(c, c.obj(top.store, 'store') ?? {}, env);
+  const drainRaw = c.obj(top.drain, 'drain') ?? {};
+  c.known(drainRaw, 'drain', ['window_ms']);
   const config: EdgeConfig = {
     listen,
     admin,
@@ -243,11 +249,61 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
       high_water_bytes:
         c.int(transportRaw.high_water_bytes, 'transport.high_water_bytes', 1024, 1 << 30) ?? DEFAULT_TRANSPORT.high_water_bytes,
       max_queued_bytes:
-        c.int(transportRaw.max_queued_bytes, 'transport.max_queued_bytes', 65_536, 1 << 31) ?? DEFAULT_TRANSPORT.max_queued_bytes,
+        c.int(transportRaw.max_queued_bytes, 'transport.max_queued_bytes', 65_536, 2 ** 31) ?? DEFAULT_TRANSPORT.max_queued_bytes,
     },
+    store,
+    drain: { window_ms: c.int(drainRaw.window_ms, 'drain.window_ms', 0, 600_000) ?? 20_000 },
+    webtransport: webtransportConfig(c, top.webtransport),
   };
   if (c.problems.length > 0) throw new ConfigError(c.problems);
   return config;
+}
+
+/** `webtransport: {listen, cert_file, key_file}`: the files are read and checked now, so a bad pair fails at start. */
+function webtransportConfig(c: Checker, raw: unknown): WebTransportConfig | undefined {
+  const o = c.obj(raw, 'webtransport');
+  if (o === undefined) return undefined;
+  c.known(o, 'webtransport', ['listen', 'cert_file', 'key_file']);
+  const listen = c.address(o.listen, 'webtransport.listen');
+  if (o.listen === undefined) c.fail('webtransport.listen', 'required: HOST:PORT (HTTP/2 on TCP, and HTTP/3 on UDP where available)');
+  const files: Record<'cert_file' | 'key_file', string | undefined> = { cert_file: undefined, key_file: undefined };
+  for (const k of ['cert_file', 'key_file'] as const) {
+    const file = c.str(o[k], `webtransport.${k}`);
+    if (o[k] === undefined) c.fail(`webtransport.${k}`, 'required: a PEM file');
+    if (file === undefined) continue;
+    try {
+      files[k] = readFileSync(file, 'utf8');
+    } catch (err) {
+      c.fail(`webtransport.${k}`, `cannot read ${file}: ${(err as Error).message}`);
+    }
+  }
+  const { cert_file: cert, key_file: key } = files;
+  if (listen === undefined || cert === undefined || key === undefined) return undefined;
+  try {
+    if (!new X509Certificate(cert).checkPrivateKey(createPrivateKey(key))) {
+      c.fail('webtransport.key_file', 'the private key does not match the certificate');
+    }
+  } catch (err) {
+    c.fail('webtransport.cert_file', `not a PEM certificate and private key: ${(err as Error).message}`);
+  }
+  return { listen, cert_file: o.cert_file as string, key_file: o.key_file as string, cert, key };
+}
+
+function storeConfig(c: Checker, o: Record<string, unknown>, env: Env): StoreConfig {
+  c.known(o, 'store', ['kind', 'url', 'url_env', 'url_file', 'key_prefix']);
+  const kind = c.oneOf(o.kind, 'store.kind', ['memory', 'redis'] as const) ?? 'memory';
+  if (kind === 'memory') {
+    for (const k of ['url', 'url_env', 'url_file', 'key_prefix']) if (o[k] !== undefined) c.fail(`store.${k}`, 'only for kind: redis');
+    return { kind };
+  }
+  // The URL may carry a password: it is a credential, given like one.
+  const url = c.secret(o, 'store', 'url', env);
+  if (url === undefined) {
+    c.fail('store.url_env', 'kind redis needs url_env (e.g. AWP_EDGE_REDIS_URL), url_file or url');
+    return { kind: 'memory' };
+  }
+  if (!/^rediss?:\/\//.test(url)) c.fail('store.url', 'expected a redis:// or rediss:// URL');
+  return { kind, url, key_prefix: c.str(o.key_prefix, 'store.key_prefix') ?? 'awp-edge:' };
 }
 
 interface AgentCredentials {

@@ -38,6 +38,25 @@ export interface TransportConfig {
   readonly max_queued_bytes: number;
 }
 
+export type StoreConfig =
+  | { readonly kind: 'memory' }
+  | { readonly kind: 'redis'; readonly url: string; readonly key_prefix: string };
+
+export interface DrainConfig {
+  /** On SIGTERM, agents are closed (1001) spread over this window with full jitter, then the process exits. */
+  readonly window_ms: number;
+}
+
+/** The WebTransport listener (HTTP/3 where the native transport is installed, HTTP/2 otherwise). */
+export interface WebTransportConfig {
+  readonly listen: ListenAddress;
+  readonly cert_file: string;
+  readonly key_file: string;
+  /** PEM contents of cert_file and key_file, read when the configuration is loaded. */
+  readonly cert: string;
+  readonly key: string;
+}
+
 export interface EdgeConfig {
   readonly listen: ListenAddress;
   readonly admin: ListenAddress;
@@ -48,6 +67,10 @@ export interface EdgeConfig {
   readonly routes: readonly RouteConfig[];
   readonly timing: TimingConfig;
   readonly transport: TransportConfig;
+  readonly store: StoreConfig;
+  readonly drain: DrainConfig;
+  /** The `webtransport` stream endpoints; none are offered when absent. */
+  readonly webtransport?: WebTransportConfig | undefined;
 }
 
 export const DEFAULT_TIMING: TimingConfig = {

@@ -12,7 +12,7 @@ export interface EdgeContext {
   readonly metrics: EdgeMetrics;
   readonly registry: SessionRegistry;
   /** Monotonic milliseconds (for round-trip times and budgets). */
-  now(): number;
+  readonly now: () => number;
   /** The observer hub of a route and time model (started on first use). */
   hubFor(route: RouteRuntime, mode: 'streaming' | 'lockstep'): ChannelHub;
   /** Live agent control connections (for drain and leak checks). */

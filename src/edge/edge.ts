@@ -4,8 +4,8 @@
  */
 import type { EdgeConfig } from '../config/schema.js';
 import { TokenMint } from '../relay/tokens.js';
-import { MemorySessionStore } from '../store/memory-store.js';
 import type { SessionStore } from '../store/session-store.js';
+import { openStore } from './store-setup.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { EdgeMetrics } from '../telemetry/metrics.js';
 import { bearerCredential, credentialMatches, urlCarriesCredential } from '../transport/auth.js';
@@ -36,6 +36,7 @@ const HUB_TICK_MS = 50;
 export class Edge {
   private draining = false;
   private timer: NodeJS.Timeout | undefined;
+  private stopStore: () => void = () => undefined;
 
   private constructor(
     readonly config: EdgeConfig,
@@ -46,10 +47,16 @@ export class Edge {
   ) {}
 
   static async start(config: EdgeConfig, options: EdgeOptions = {}): Promise<Edge> {
-    const store = options.store ?? new MemorySessionStore();
     const log = options.log ?? createLogger(config.log_level);
     const mint = new TokenMint();
-    const routes = config.routes.map((r) => new RouteRuntime(r, mint));
+    const opened =
+      options.store !== undefined
+        ? { store: options.store, epochReady: () => true, stop: () => undefined }
+        : await openStore(config.store, mint, log);
+    const store = opened.store;
+    const storeReady = () => store.healthy() && opened.epochReady();
+    const refused = () => (storeReady() ? undefined : `the session store (${store.kind}) is unreachable; retry shortly`);
+    const routes = config.routes.map((r) => new RouteRuntime(r, mint, refused));
     const metrics = options.metrics ?? new EdgeMetrics();
     const now = () => performance.now();
     const ctx: EdgeContext = {
@@ -70,13 +77,14 @@ export class Edge {
       upgrade: (req) => ref.edge!.upgrade(req),
     });
     const admin = await startAdmin(config.admin, {
-      ready: () => ref.edge !== undefined && !ref.edge.draining && store.healthy(),
+      ready: () => ref.edge !== undefined && !ref.edge.draining && storeReady(),
       metrics: () => {
         ref.edge?.sampleGauges();
         return metrics.exposition();
       },
     });
     const edge = new Edge(config, ctx, routes, server, admin);
+    edge.stopStore = opened.stop;
     ref.edge = edge;
     // Timers of the observer hubs and their sessions (heartbeats, telemetry, linger, expiry).
     edge.timer = setInterval(() => {
@@ -216,9 +224,47 @@ export class Edge {
     return `ws://${req.header('host') ?? `${this.config.listen.host}:${this.server.port}`}`;
   }
 
+  /**
+   * Graceful drain (SIGTERM): readiness turns false at once and new connections are refused; agents are
+   * closed with 1001 spread over the drain window with full jitter, so they reconnect and resume at other
+   * replicas without a storm; each close mirrors the agent's drop upstream. Without a shared store the
+   * sessions could not resume elsewhere, so the drain waits for them to end, up to the window.
+   */
+  async drain(): Promise<{ closed: number; cut: number }> {
+    this.draining = true;
+    const window = this.config.drain.window_ms;
+    const shared = this.ctx.registry.store.kind !== 'memory';
+    const conns = [...this.ctx.connections];
+    this.ctx.log.info({ event: 'drain_started', connections: conns.length, window_ms: window, shared_store: shared }, 'draining');
+    let cut = 0;
+    if (shared) {
+      await Promise.all(
+        conns.map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              setTimeout(() => {
+                c.terminate(1001, 'edge draining: reconnect and resume');
+                resolve();
+              }, Math.random() * window);
+            }),
+        ),
+      );
+    } else {
+      const end = performance.now() + window;
+      while (this.ctx.connections.size > 0 && performance.now() < end) await new Promise((r) => setTimeout(r, 100));
+      cut = this.ctx.connections.size;
+      if (cut > 0) {
+        this.ctx.log.warn({ event: 'drain_cut', connections: cut }, 'drain window over: closing agents whose sessions cannot resume elsewhere');
+      }
+    }
+    await this.close();
+    return { closed: conns.length, cut };
+  }
+
   async close(): Promise<void> {
     this.draining = true;
     clearInterval(this.timer);
+    this.stopStore();
     for (const r of this.routes) for (const hub of [...r.allHubs()]) hub.shutdown();
     for (const c of [...this.ctx.connections]) c.terminate(1001, 'edge shutting down');
     this.ctx.registry.clear();

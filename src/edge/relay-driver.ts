@@ -9,6 +9,7 @@ import { isAwpMethod } from '../protocol/methods.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { redact } from '../telemetry/redact.js';
 import { dialUpstream, DialError, type UpstreamConnection } from '../transport/upstream.js';
+import { FencedError } from '../store/session-store.js';
 import type { ConnectionHandlers, ServerConnection } from '../transport/engine.js';
 import type { EdgeContext } from './context.js';
 import type { ObserverSession } from '../fanout/observer-session.js';
@@ -159,7 +160,8 @@ export class RelayDriver implements ConnectionHandlers {
             },
             (err: unknown) => {
               ctx.log.error({ route: this.route.name, err: String(err) }, 'session store lookup failed');
-              this.run(this.core.sessionLookedUp(null, ctx.now()));
+              ctx.metrics.resumes.labels(this.route.name, 'relay', 'store_unavailable').inc();
+              this.run(this.core.sessionLookupFailed('the session store is unavailable; retry'));
             },
           );
         return;
@@ -185,12 +187,12 @@ export class RelayDriver implements ConnectionHandlers {
         const last = e.entries.at(-1)!.status_seq;
         ctx.registry.store.append(session.token, session.fence, e.entries).then(
           () => session.journal.markDurable(last),
-          (err: unknown) => ctx.log.error({ route: this.route.name, err: String(err) }, 'journal append failed'),
+          (err: unknown) => this.storeWriteFailed(err),
         );
         return;
       }
       case 'journal-ack':
-        ctx.registry.store.acknowledge(e.session.token, e.session.fence, e.status_seq).catch(() => undefined);
+        ctx.registry.store.acknowledge(e.session.token, e.session.fence, e.status_seq).catch((err: unknown) => this.storeWriteFailed(err));
         return;
       case 'rpc-done':
         if (e.method === 'initialize:deferred') return;
@@ -212,6 +214,21 @@ export class RelayDriver implements ConnectionHandlers {
         ctx.log.debug({ route: this.route.name, event: 'dropped', what: e.what, detail: e.detail });
         return;
     }
+  }
+
+  /**
+   * A fenced write means another replica resumed the session: this one must stop driving it at once
+   * (two replicas never drive one upstream session). Other failures leave the journal non-durable, so
+   * nothing more is acknowledged upstream.
+   */
+  private storeWriteFailed(err: unknown): void {
+    if (err instanceof FencedError) {
+      this.ctx.log.warn({ route: this.route.name, event: 'session_fenced' }, 'session resumed at another replica; letting go');
+      this.upstream?.close(1000, 'session moved to another edge replica');
+      this.terminate(1001, 'session resumed elsewhere');
+      return;
+    }
+    this.ctx.log.error({ route: this.route.name, event: 'store_write_failed', err: String(err) }, 'session store write failed');
   }
 
   /** Holds later agent output until `write` is durable (an agent must never hold a token the store lacks). */

@@ -20,6 +20,8 @@ export class RouteRuntime {
   constructor(
     readonly config: RouteConfig,
     private readonly mint: TokenMint,
+    /** Why new sessions cannot be stored now, or undefined (see the session store's health). */
+    private readonly sessionsRefused: () => string | undefined = () => undefined,
   ) {}
 
   get name(): string {
@@ -42,10 +44,12 @@ export class RouteRuntime {
           this.manifests.delete(this.manifests.keys().next().value!);
         }
       },
+      forgetManifests: () => this.manifests.clear(),
       edgeEndpoints: (world) => this.edgeEndpoints(publicBase, world),
       mintToken: () => this.mint.mint(),
       ownsToken: (token) => this.mint.owns(token),
       fanOutObservers: this.config.observers === 'fanout',
+      sessionsRefused: this.sessionsRefused,
     };
   }
 

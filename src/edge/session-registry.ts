@@ -3,7 +3,7 @@ import type { SessionStore } from '../store/session-store.js';
 
 /** Something that must end with the session's control connection (its stream connections). */
 export interface SessionBound {
-  close(code: number, reason: string): void;
+  terminate(code: number, reason: string): void;
 }
 
 /** Kept a little longer than the world keeps a suspended session, so the world answers late resumes. */
@@ -41,11 +41,15 @@ export class SessionRegistry {
    * replica that still serves it stops writing (AWP-SES-010 across replicas).
    */
   async claim(token: string): Promise<RelaySession | null> {
-    const session = this.live.get(token) ?? (await this.loadStored(token));
+    // A session attached here is current in memory; a suspended one may since have been served by
+    // another replica, so the store's copy is the one to resume from.
+    const live = this.live.get(token);
+    const session = live?.attachment != null ? live : await this.loadStored(token);
     if (session === null) return null;
     const fence = await this.store.claim(token);
     if (fence === null) return null;
     session.fence = fence;
+    this.live.set(token, session);
     return session;
   }
 
@@ -90,7 +94,7 @@ export class SessionRegistry {
     this.clearTimer(session.token);
     this.closeBound(session.token, 1000, 'session ended');
     this.live.delete(session.token);
-    void this.store.delete(session.token).catch(() => undefined);
+    void this.store.delete(session.token, session.fence).catch(() => undefined);
   }
 
   bind(token: string, thing: SessionBound): () => void {
@@ -115,7 +119,7 @@ export class SessionRegistry {
     const set = this.bound.get(token);
     if (set === undefined) return;
     this.bound.delete(token);
-    for (const thing of set) thing.close(code, reason);
+    for (const thing of set) thing.terminate(code, reason);
   }
 
   private clearTimer(token: string): void {

@@ -80,6 +80,11 @@ export class StreamRelay implements ConnectionHandlers {
     this.end(1001, 'agent stream connection lost');
   }
 
+  /** The session's control connection ended: both sides of the stream go too (AWP-TRN-008). */
+  terminate(code: number, reason: string): void {
+    this.end(code, reason);
+  }
+
   // ---------------------------------------------------------------- world -> agent
 
   private fromUpstream(data: string | Buffer, binary: boolean): void {

@@ -5,8 +5,8 @@
  * and one observer's subscriptions, slowness or errors never change what another receives (AWP-MA-004).
  */
 import { randomBytes } from 'node:crypto';
-import { createFrameHeader, decodeFrame, encodeFrame, peekFrame, FrameError } from '../protocol/frame.js';
-import { frameToInline, inlineToFrame } from '../protocol/inline-frame.js';
+import { createFrameHeader, encodeFrame, peekFrame, FrameError } from '../protocol/frame.js';
+import { inlineToFrame } from '../protocol/inline-frame.js';
 import type { StreamEndpoint } from '../relay/relay-session.js';
 import type { FrameOutcome } from '../telemetry/metrics.js';
 import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
@@ -389,7 +389,6 @@ export class ChannelHub {
   private offer(o: ObserverSession, frame: HubFrame, now: number, start: boolean): void {
     const sub = o.sub;
     if (sub === null) return;
-    if (frame.inline === undefined && !sub.hasStream) frame.inline = inlineText(frame);
     const channel = this.names.get(frame.channel_id) ?? 'unknown';
     const outcome = sub.deliver(frame, { received_at: now, channel }, start);
     switch (outcome) {
@@ -470,8 +469,4 @@ function upstreamRate(decl: ChannelDecl, rate: number | null): number | undefine
   if (decl.rate_hz === null) return undefined;
   if (decl.loss_class === 'reliable') return decl.rate_hz;
   return rate ?? decl.rate_hz;
-}
-
-function inlineText(frame: HubFrame): Buffer {
-  return Buffer.from(JSON.stringify({ jsonrpc: '2.0', method: 'obs.frame', params: frameToInline(decodeFrame(frame.buf)) }));
 }

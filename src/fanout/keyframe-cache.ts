@@ -3,7 +3,8 @@
  * observer starts on current state: the keyframe with `resync`, then the deltas since
  * (AWP-OBS-004/005, AWP-DAT-009). Only what follows the newest keyframe is kept: never a history.
  */
-import { FLAG_KEYFRAME, FLAG_RESYNC, withFlags } from '../protocol/frame.js';
+import { decodeFrame, FLAG_KEYFRAME, FLAG_RESYNC, withFlags } from '../protocol/frame.js';
+import { frameToInline } from '../protocol/inline-frame.js';
 
 /** One frame as the hub holds it: its bytes, and the header fields fan-out needs. */
 export interface HubFrame {
@@ -15,6 +16,30 @@ export interface HubFrame {
   readonly flags: number;
   /** The `obs.frame` text of this frame, encoded once, shared by every inline subscriber. */
   inline?: Buffer;
+  /** This keyframe with the `resync` flag, copied once, shared by every subscriber restarting on it. */
+  resynced?: HubFrame;
+}
+
+/** The keyframe as a resync keyframe (AWP-DAT-009): itself if flagged already, else one shared copy. */
+export function asResync(frame: HubFrame): HubFrame {
+  if ((frame.flags & FLAG_RESYNC) !== 0) return frame;
+  frame.resynced ??= {
+    buf: withFlags(frame.buf, FLAG_RESYNC | FLAG_KEYFRAME),
+    channel_id: frame.channel_id,
+    seq: frame.seq,
+    ts_mono_ns: frame.ts_mono_ns,
+    ts_send_ns: frame.ts_send_ns,
+    flags: frame.flags | FLAG_RESYNC,
+  };
+  return frame.resynced;
+}
+
+/** The frame's `obs.frame` text, encoded once on first use and shared. */
+export function inlineText(frame: HubFrame): Buffer {
+  frame.inline ??= Buffer.from(
+    JSON.stringify({ jsonrpc: '2.0', method: 'obs.frame', params: frameToInline(decodeFrame(frame.buf)) }),
+  );
+  return frame.inline;
 }
 
 /** Deltas kept after a keyframe at most; a channel without keyframes that often is served live only. */
@@ -40,16 +65,13 @@ export class KeyframeCache {
   }
 
   /**
-   * What a subscriber starting now receives first: the keyframe carrying `resync` (a copy: the only
-   * frame that gets its own header), then the deltas after it, shared. Empty until a keyframe arrived.
+   * What a subscriber starting now receives first: the newest keyframe (the subscriber sends it as a
+   * resync keyframe, see `asResync`), then the deltas after it, all shared. Empty until a keyframe arrived.
    */
   startFor(channel_id: number): HubFrame[] {
     const entry = this.channels.get(channel_id);
     if (entry === undefined || entry === null) return [];
-    const k = entry.keyframe;
-    const resync: HubFrame = { ...k, buf: withFlags(k.buf, FLAG_RESYNC | FLAG_KEYFRAME), flags: k.flags | FLAG_RESYNC };
-    delete resync.inline;
-    return [resync, ...entry.deltas];
+    return [entry.keyframe, ...entry.deltas];
   }
 
   forget(channel_id: number): void {

@@ -57,6 +57,8 @@ export class ObserverSession {
   sub: Subscriber | null = null;
   private readonly wants = new Map<string, { rate_hz: number | null }>();
   private grants = new Map<string, SubscribedChannel>();
+  /** The last seq delivered per channel while detached: a resumed session continues above it (AWP-DAT-001). */
+  private positions = new Map<number, number>();
   private lastHeard = 0;
   private lastPing = 0;
   private lastTelemetry = 0;
@@ -157,7 +159,7 @@ export class ObserverSession {
     this.lastPing = now;
     this.lastTelemetry = now;
     const sub = new Subscriber(conn.sink, this.limits.high_water_bytes, this.limits.max_queued_bytes);
-    for (const g of this.grants.values()) sub.subscribe(g);
+    for (const g of this.grants.values()) sub.subscribe(g, this.positions.get(g.channel_id));
     this.sub = sub;
   }
 
@@ -199,7 +201,7 @@ export class ObserverSession {
         this.close('session_closed', now);
         return this.send(JSON.stringify({ jsonrpc: '2.0', id, result: {} }));
       case 'obs.subscribe':
-        return this.subscribe(id, p, now);
+        return this.subscribe(id, p);
       case 'obs.unsubscribe':
         return this.unsubscribe(id, p);
       case 'action.submit':
@@ -224,7 +226,7 @@ export class ObserverSession {
     this.send(JSON.stringify({ jsonrpc: '2.0', id, result: { origin_ns: typeof origin === 'number' ? origin : 0, receive_ns: at, transmit_ns: at } }));
   }
 
-  private subscribe(id: JsonRpcId, p: Record<string, unknown>, now: number): void {
+  private subscribe(id: JsonRpcId, p: Record<string, unknown>): void {
     const requested = Array.isArray(p.channels) ? (p.channels as { channel?: unknown; rate_hz?: unknown }[]) : [];
     const problem = this.checkChannels(requested);
     if (problem !== null) return this.send(errorText(id, problem));
@@ -245,7 +247,6 @@ export class ObserverSession {
         const g = this.grants.get(name);
         if (g !== undefined) this.host.startChannel(this, g.channel_id);
       }
-      void now;
     });
   }
 
@@ -274,23 +275,35 @@ export class ObserverSession {
     return null;
   }
 
+  /**
+   * What the hub must carry for this observer: its desired rates, not capped by what the hub holds now,
+   * so an observer asking more than the others makes the hub re-rate upstream (the union at the highest rate).
+   */
   private wantList(): { channel: string; rate_hz: number | null }[] {
-    return [...this.wants].map(([channel, w]) => ({ channel, rate_hz: this.grantedRate(channel, w.rate_hz) }));
+    return [...this.wants].map(([channel, w]) => ({ channel, rate_hz: this.desiredRate(channel, w.rate_hz) }));
+  }
+
+  /** At most what it asked, what the world declared, and its max_obs_rate_hz; reliable: the declared rate. */
+  private desiredRate(channel: string, requested: number | null): number | null {
+    const decl = this.host.channelDecl(channel);
+    if (decl === undefined || decl.rate_hz === null) return null;
+    if (decl.loss_class === 'reliable') return decl.rate_hz;
+    let rate = Math.min(requested ?? decl.rate_hz, decl.rate_hz);
+    if (this.maxObsRateHz !== undefined) rate = Math.min(rate, this.maxObsRateHz);
+    return rate;
   }
 
   /**
-   * The rate this observer gets: latest-wins channels at most what it asked, what the world declared
-   * and granted the hub, and its max_obs_rate_hz; reliable channels are never downsampled (that would be
-   * loss), so they come at the hub's rate; per-tick channels have none.
+   * The rate this observer gets: its desired rate, capped by what the world granted the hub; reliable
+   * channels are never downsampled (that would be loss), so they come at the hub's rate; per-tick
+   * channels have none.
    */
   private grantedRate(channel: string, requested: number | null): number | null {
-    const decl = this.host.channelDecl(channel);
-    if (decl === undefined || decl.rate_hz === null) return null;
-    const upstream = this.host.upstreamGrant(channel)?.rate_hz ?? decl.rate_hz;
-    if (decl.loss_class === 'reliable') return upstream;
-    let rate = Math.min(requested ?? decl.rate_hz, decl.rate_hz, upstream ?? decl.rate_hz);
-    if (this.maxObsRateHz !== undefined) rate = Math.min(rate, this.maxObsRateHz);
-    return rate;
+    const desired = this.desiredRate(channel, requested);
+    if (desired === null) return null;
+    const upstream = this.host.upstreamGrant(channel)?.rate_hz ?? null;
+    if (this.host.channelDecl(channel)?.loss_class === 'reliable') return upstream ?? desired;
+    return upstream === null ? desired : Math.min(desired, upstream);
   }
 
   /** Recomputes the exact grant list (AWP-NEG-001) from what is wanted and what the hub holds. */
@@ -403,6 +416,7 @@ export class ObserverSession {
   private detach(reason: 'connection_lost' | 'connection_replaced', now: number): void {
     if (this.state === 'closed') return;
     this.sub?.closeStream(1001, 'session suspended');
+    if (this.sub !== null) this.positions = this.sub.positions();
     this.conn = null;
     this.sub = null;
     this.suspendedAt = now;

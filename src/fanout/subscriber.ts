@@ -5,7 +5,8 @@
  * text is encoded once and shared (zero-copy fan-out).
  */
 import { Outbox, type FrameNote, type OutboxObserver, type Sink } from './outbox.js';
-import type { HubFrame } from './keyframe-cache.js';
+import { FLAG_KEYFRAME } from '../protocol/frame.js';
+import { asResync, inlineText, type HubFrame } from './keyframe-cache.js';
 import { RateGate } from './rate-gate.js';
 import { LatencyWindow } from './latency-window.js';
 
@@ -34,6 +35,11 @@ interface ChannelState {
   readonly pipeline: LatencyWindow;
   /** Set when the channel's stream connection was lost: not delivered at all until one is back (AWP-TRN-010). */
   down: boolean;
+  /**
+   * The channel (re)starts here (subscription, new stream connection, resumed session): its next frame
+   * must be a keyframe carrying `resync`, so deltas wait for one (AWP-DAT-009, AWP-TRN-010/012, AWP-OBS-004).
+   */
+  restart: boolean;
 }
 
 export class Subscriber {
@@ -64,15 +70,27 @@ export class Subscriber {
     return this.channels.has(channel_id);
   }
 
-  subscribe(sub: SubscribedChannel): void {
+  /**
+   * Adds a channel, or updates its grant. `fromSeq`: the last seq this session already delivered on it
+   * (a resumed session continues above it, AWP-DAT-001).
+   */
+  subscribe(sub: SubscribedChannel, fromSeq = -1): void {
     const old = this.channels.get(sub.channel_id);
+    const rate = sub.per_tick ? null : sub.rate_hz;
+    const sameRate = old !== undefined && (old.sub.per_tick ? null : old.sub.rate_hz) === rate;
     this.channels.set(sub.channel_id, {
       sub,
-      gate: RateGate.forRate(sub.per_tick ? null : sub.rate_hz),
-      lastSeq: old?.lastSeq ?? -1,
+      gate: sameRate ? old.gate : RateGate.forRate(rate),
+      lastSeq: old?.lastSeq ?? fromSeq,
       pipeline: old?.pipeline ?? new LatencyWindow(),
       down: old?.down ?? false,
+      restart: old?.restart ?? true,
     });
+  }
+
+  /** The last seq delivered per channel (carried over when the session resumes on a new connection). */
+  positions(): Map<number, number> {
+    return new Map([...this.channels].map(([id, c]) => [id, c.lastSeq]));
   }
 
   unsubscribe(channel_id: number): void {
@@ -84,7 +102,10 @@ export class Subscriber {
     this.stream?.close(1000, 'replaced by a newer stream connection');
     this.stream = stream;
     this.streamed = true;
-    for (const c of this.channels.values()) c.down = false;
+    for (const c of this.channels.values()) {
+      c.down = false;
+      c.restart = true;
+    }
   }
 
   /** The stream connection is gone: its channels stop, not even inline, until a new one (AWP-TRN-010). */
@@ -104,28 +125,37 @@ export class Subscriber {
     this.stream?.close(1001, 'session resumed');
     this.stream = null;
     this.streamed = false;
-    for (const c of this.channels.values()) c.down = false;
+    for (const c of this.channels.values()) {
+      c.down = false;
+      c.restart = true;
+    }
   }
 
   /**
-   * Offers one frame. `start` frames (a cached keyframe with resync, and what followed it) bypass the
-   * rate gate: they are the channel's current state.
+   * Offers one frame. `start` frames (the cached keyframe, sent with resync, and what followed it) bypass
+   * the rate gate: they are the channel's current state.
    */
   deliver(frame: HubFrame, note: FrameNote, start = false): Delivery {
     const c = this.channels.get(frame.channel_id);
     if (c === undefined) return 'held';
     if (frame.seq <= c.lastSeq) return 'stale';
     if (c.down || (this.streamed && this.stream === null)) return 'held';
-    if (!start && !c.gate.pass(frame.ts_mono_ns)) return 'downsampled';
+    if (c.restart) {
+      // Deltas before the restart's keyframe are skipped: the gap before a resync is not loss.
+      if ((frame.flags & FLAG_KEYFRAME) === 0) return 'held';
+      frame = asResync(frame);
+      c.restart = false;
+      c.gate.pass(frame.ts_mono_ns); // the restart frame counts against the granted rate (AWP-DAT-003)
+    } else if (!start && !c.gate.pass(frame.ts_mono_ns)) {
+      return 'downsampled';
+    }
     c.lastSeq = frame.seq;
     if (frame.ts_send_ns !== undefined) c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
     const latestWins = c.sub.latest_wins && !c.sub.per_tick;
     if (this.stream !== null) {
       return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
     }
-    const text = frame.inline;
-    if (text === undefined) return 'held';
-    return this.control.push(text, false, latestWins ? frame.channel_id : undefined, note) === 'overflow'
+    return this.control.push(inlineText(frame), false, latestWins ? frame.channel_id : undefined, note) === 'overflow'
       ? 'overflow-control'
       : 'forwarded';
   }

@@ -24,6 +24,8 @@ export interface RelayRoute {
   /** Cached `initialize` results by the agent's params, so sessionless connections need no upstream. */
   manifestFor(paramsKey: string): string | undefined;
   rememberManifest(paramsKey: string, resultJson: string): void;
+  /** The world may have restarted: cached manifests are no longer trusted. */
+  forgetManifests(): void;
   /** The edge's own stream endpoints for a session, given the world's (inline always last). */
   edgeEndpoints(world: readonly StreamEndpoint[]): StreamEndpoint[];
   mintToken(): string;
@@ -31,6 +33,8 @@ export interface RelayRoute {
   ownsToken(token: string): boolean;
   /** Whether observer sessions are served by the edge's hub rather than relayed one to one. */
   readonly fanOutObservers: boolean;
+  /** Why new relay sessions cannot be stored now (an unreachable shared store), or undefined. */
+  sessionsRefused(): string | undefined;
 }
 
 export type RelayEffect =
@@ -208,6 +212,12 @@ export class RelayConnection {
       this.emit({ kind: 'observer-open', id, params: p, initialize: this.initializeParams });
       return;
     }
+    const refused = this.route.sessionsRefused();
+    if (refused !== undefined) {
+      // Never a session the store cannot hold: the agent could not resume it (and never silently memory).
+      this.toAgent(errorText(id, storeUnavailable(refused)));
+      return;
+    }
     const mode = p.mode;
     this.mode = mode === 'lockstep' ? 'lockstep' : 'streaming';
     this.opening = true;
@@ -262,6 +272,16 @@ export class RelayConnection {
       this.emit({ kind: 'close-upstream', code: 1000, reason: 'observer served by the edge hub' });
     }
     this.upstream = 'closed';
+  }
+
+  /** The store could not answer a lookup: the agent may retry; the session is not known to be gone. */
+  sessionLookupFailed(detail: string): RelayEffect[] {
+    const req = this.resumeRequest;
+    this.resumeRequest = null;
+    this.lookupPending = false;
+    this.opening = false;
+    if (req !== null && !this.ended) this.toAgent(errorText(req.id, storeUnavailable(detail)));
+    return this.flush();
   }
 
   /** The shell's answer to `lookup-session`: the live or stored session, or null if none. */
@@ -491,6 +511,7 @@ export class RelayConnection {
     if (this.ended) return [];
     this.upstream = 'closed';
     this.ended = true;
+    this.route.forgetManifests();
     // Mirror the loss to the agent: it reconnects and resumes, and the world answers for the
     // session (resumed, or AWP_SESSION_UNKNOWN after a restart).
     this.detach();
@@ -598,9 +619,19 @@ export class RelayConnection {
     if (now !== deferred.answered) {
       // MAN-003: the manifest the agent holds is no longer the world's; it must initialize again.
       if (now !== null) this.route.rememberManifest(deferred.paramsKey, now);
-      for (const [k, p] of this.pending) {
-        if (p.method === 'session.open' || p.method === 'session.resume') this.pending.delete(k);
+      for (const text of this.upstreamQueue.splice(0)) {
+        const queued = parseMessage(text);
+        if (queued.kind === 'request') {
+          this.toAgent(
+            errorText(queued.id, {
+              code: -32002,
+              message: 'AWP_EDGE_MANIFEST_CHANGED',
+              data: { retryable: true, detail: "the world's manifest changed since initialize: reconnect and initialize again" },
+            }),
+          );
+        }
       }
+      this.pending.clear();
       this.emit({ kind: 'close-agent', code: 1012, reason: 'world manifest changed; initialize again' });
       this.emit({ kind: 'close-upstream', code: 1000, reason: 'world manifest changed' });
       this.upstream = 'closed';
@@ -826,6 +857,10 @@ function key(id: JsonRpcId): string {
 
 function numberOr(v: unknown, fallback: number): number {
   return typeof v === 'number' ? v : fallback;
+}
+
+function storeUnavailable(detail: string): RpcErrorObject {
+  return { code: -32003, message: 'AWP_EDGE_STORE_UNAVAILABLE', data: { retryable: true, detail } };
 }
 
 function upstreamUnavailable(detail: string): RpcErrorObject {

@@ -9,9 +9,15 @@ const SECRET_BYTES = 32;
  * longer hold (a restart of a memory store): AWP_SESSION_UNKNOWN, not AWP_SESSION_EXPIRED (AWP-SES-008).
  */
 export class TokenMint {
-  private readonly epoch: Buffer;
+  private epoch: Buffer;
 
   constructor(epoch: Buffer = randomBytes(EPOCH_BYTES)) {
+    if (epoch.length !== EPOCH_BYTES) throw new Error(`token epoch must be ${EPOCH_BYTES} bytes`);
+    this.epoch = epoch;
+  }
+
+  /** Adopts the shared store's epoch, so every replica mints and recognises the same tokens. */
+  setEpoch(epoch: Buffer): void {
     if (epoch.length !== EPOCH_BYTES) throw new Error(`token epoch must be ${EPOCH_BYTES} bytes`);
     this.epoch = epoch;
   }

@@ -50,8 +50,9 @@ export class MemorySessionStore implements SessionStore {
     });
   }
 
-  delete(edge_token: string): Promise<void> {
-    this.sessions.delete(edge_token);
+  delete(edge_token: string, fence?: number): Promise<void> {
+    const held = this.sessions.get(edge_token);
+    if (held !== undefined && (fence === undefined || fence >= held.fence)) this.sessions.delete(edge_token);
     return Promise.resolve();
   }
 

@@ -91,6 +91,20 @@ end
 return 1
 `;
 
+/**
+ * ARGV: fence, or '' for an unconditional delete. With a fence, deletes only if no replica has claimed
+ * the session since (its fence is not above the caller's): a replica letting go of a session another
+ * replica resumed must not delete it. Returns 1 (deleted, or already gone) or -1 (claimed since: kept).
+ */
+export const DELETE = `
+if ARGV[1] ~= '' then
+  local fence = redis.call('HGET', KEYS[1], 'f')
+  if fence and tonumber(ARGV[1]) < tonumber(fence) then return -1 end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+`;
+
 /** ARGV: a fresh 6-byte epoch. The first replica's value wins; every replica reads it back. */
 export const EPOCH = `
 redis.call('SET', KEYS[1], ARGV[1], 'NX')

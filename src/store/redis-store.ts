@@ -56,6 +56,7 @@ interface Scripted {
   awpAppend(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number>;
   awpAcknowledge(rec: string, jnl: string, ...args: string[]): Promise<number>;
   awpSetSuspended(rec: string, jnl: string, ...args: string[]): Promise<number>;
+  awpDelete(rec: string, jnl: string, fence: string): Promise<number>;
   awpEpochBuffer(key: string, epoch: Buffer): Promise<Buffer | null>;
   awpHubJoin(key: string, replicaId: string, ttlMs: string): Promise<number>;
   awpHubMembers(key: string): Promise<string[]>;
@@ -102,6 +103,7 @@ export class RedisSessionStore implements SessionStore {
         awpAppend: { lua: lua.APPEND, numberOfKeys: 2 },
         awpAcknowledge: { lua: lua.ACKNOWLEDGE, numberOfKeys: 2 },
         awpSetSuspended: { lua: lua.SET_SUSPENDED, numberOfKeys: 2 },
+        awpDelete: { lua: lua.DELETE, numberOfKeys: 2 },
         awpEpoch: { lua: lua.EPOCH, numberOfKeys: 1 },
         awpHubJoin: { lua: lua.HUB_JOIN, numberOfKeys: 1 },
         awpHubMembers: { lua: lua.HUB_MEMBERS, numberOfKeys: 1, readOnly: true },
@@ -199,9 +201,15 @@ export class RedisSessionStore implements SessionStore {
     );
   }
 
-  async delete(edge_token: string): Promise<void> {
+  /**
+   * Deletes the session's keys. With a fence, atomically only if no replica claimed it since; a
+   * session kept that way is not an error (the caller is letting go of it either way).
+   */
+  async delete(edge_token: string, fence?: number): Promise<void> {
     const [rec, jnl] = this.keys(edge_token);
-    await this.run('delete', () => this.redis.del(rec, jnl));
+    await this.run('delete', () =>
+      this.scripted.awpDelete(rec, jnl, fence === undefined ? '' : String(fence)),
+    );
   }
 
   /**

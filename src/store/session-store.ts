@@ -52,8 +52,11 @@ export interface SessionStore {
   /** Records the agent's acknowledgement and drops the entries at or below it. */
   acknowledge(edge_token: string, fence: number, status_seq: number): Promise<void>;
   setSuspended(edge_token: string, fence: number, suspended_at_ms: number | null): Promise<void>;
-  delete(edge_token: string): Promise<void>;
+  /** Deletes the session; with a fence, only if no other replica has claimed it since. */
+  delete(edge_token: string, fence?: number): Promise<void>;
   /** Whether new sessions can be stored now (a distributed store that is unreachable says no). */
   healthy(): boolean;
+  /** A shared store's token epoch (6 bytes), the same for every replica; absent for a local store. */
+  epoch?(): Promise<Buffer>;
   close(): Promise<void>;
 }

@@ -1,5 +1,17 @@
-import type { HttpResponse, TemplatedApp, WebSocket, us_listen_socket, us_socket_context_t } from 'uWebSockets.js';
-import type { AgentServer, ConnectionHandlers, EngineOptions, ServerConnection, UpgradeOutcome } from './engine.js';
+import type {
+  HttpResponse,
+  TemplatedApp,
+  WebSocket,
+  us_listen_socket,
+  us_socket_context_t,
+} from 'uWebSockets.js';
+import type {
+  AgentServer,
+  ConnectionHandlers,
+  EngineOptions,
+  ServerConnection,
+  UpgradeOutcome,
+} from './engine.js';
 import { loadUws, type UwsModule } from './uws-load.js';
 import { copyUpgrade, type CopiedUpgrade } from './uws-request.js';
 
@@ -29,6 +41,7 @@ type ListenWithOptions = (
 
 const NOT_WEBSOCKET = 'this is an AWP WebSocket endpoint: connect with subprotocol "awp"\n';
 const MAX_CLOSE_REASON_BYTES = 123;
+const OVERSIZE_GRACE_BYTES = 1024 * 1024;
 const decoder = new TextDecoder();
 
 /** The production engine: uWebSockets.js. Behaves as `listenWs` does (see ws-engine.ts). */
@@ -40,7 +53,10 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
 
   app.ws<Conn>('/*', {
     compression: uws.DISABLED,
-    maxPayloadLength: opts.maxMessageBytes,
+    // uWS drops a frame over its limit from the header, without a close frame (the client sees 1006).
+    // A grace above our limit lets us answer slightly oversized messages with 1009, as `ws` does;
+    // beyond it, uWS's drop stands. Memory per connection stays bounded (limit + grace).
+    maxPayloadLength: opts.maxMessageBytes + OVERSIZE_GRACE_BYTES,
     // 0 = no limit: uWS otherwise drops sends above 64 KiB of backpressure; the edge's outboxes
     // throttle on bufferedAmount and expect every send to be queued, as `ws` does.
     maxBackpressure: 0,
@@ -84,6 +100,11 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       const c = ws.getUserData();
       if (c.closed) return;
       c.alive = true;
+      if (message.byteLength > opts.maxMessageBytes) {
+        c.selfClosed = true;
+        ws.end(1009, ''); // what `ws` sends for a message over maxPayload
+        return;
+      }
       // uWS frees `message` when this returns: binary is copied, text is decoded into a new string.
       if (isBinary) c.handlers?.message(Buffer.from(new Uint8Array(message)), true);
       else c.handlers?.message(decoder.decode(message), false);
@@ -111,7 +132,10 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
   });
 
   app.any('/*', (res) => {
-    res.writeStatus('426 Upgrade Required').writeHeader('Content-Type', 'text/plain').end(NOT_WEBSOCKET, true);
+    res
+      .writeStatus('426 Upgrade Required')
+      .writeHeader('Content-Type', 'text/plain')
+      .end(NOT_WEBSOCKET, true);
   });
 
   const timer =
@@ -163,7 +187,12 @@ function exclusivePort(uws: UwsModule): number {
   return (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: number }).LIBUS_LISTEN_EXCLUSIVE_PORT ?? 1;
 }
 
-function answer(res: HttpResponse, outcome: UpgradeOutcome, copied: CopiedUpgrade, context: us_socket_context_t): void {
+function answer(
+  res: HttpResponse,
+  outcome: UpgradeOutcome,
+  copied: CopiedUpgrade,
+  context: us_socket_context_t,
+): void {
   if (!outcome.accept) {
     refuse(res, outcome.status, outcome.body);
     return;

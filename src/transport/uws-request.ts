@@ -20,7 +20,8 @@ export function copyUpgrade(res: HttpResponse, req: HttpRequest): CopiedUpgrade 
     else if (name === 'cookie') headers.set(name, `${prev}; ${value}`);
     else if (!FIRST_WINS.has(name)) headers.set(name, `${prev}, ${value}`);
   });
-  const query: string | undefined = req.getQuery();
+  // The typings say string; uWS returns undefined for a URL without '?'.
+  const query = req.getQuery() as string | undefined;
   const request: UpgradeRequest = {
     path: req.getUrl(),
     query: query ?? '',

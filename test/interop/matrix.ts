@@ -188,7 +188,10 @@ export function defineScenarioMatrix(
                 const urls = Array.isArray(r['stream_urls'])
                   ? (r['stream_urls'] as unknown[]).map(String)
                   : [];
-                expect(urls.filter((u) => u.includes(worldHost))).toEqual([]);
+                expect(
+                  urls.filter((u) => u.includes(worldHost)),
+                  `stream endpoints name the world ${worldHost}: agents would bypass ${target.name}`,
+                ).toEqual([]);
               }
               expect(r.ok).toBe(true);
               expect(r.mode).toBe(config.mode);

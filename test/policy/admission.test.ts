@@ -33,6 +33,8 @@ function route(): RelayRoute {
     mintToken: () => mint.mint(),
     ownsToken: (t) => mint.owns(t),
     fanOutObservers: false,
+    forgetManifests: () => undefined,
+    sessionsRefused: () => undefined,
   };
 }
 

@@ -52,6 +52,8 @@ function route(): RelayRoute & { manifests: Map<string, string> } {
     mintToken: () => mint.mint(),
     ownsToken: (t) => mint.owns(t),
     fanOutObservers: false,
+    forgetManifests: () => undefined,
+    sessionsRefused: () => undefined,
   };
 }
 

@@ -194,6 +194,53 @@ export function sessionStoreContract(name: string, open: () => Promise<StoreFixt
       await expect(store.delete(r.edge_token)).resolves.toBeUndefined();
     });
 
+    it('delete with the current fence removes the session', async () => {
+      const r = record();
+      await store.create(r);
+      const fence = await store.claim(r.edge_token);
+      await store.append(r.edge_token, fence!, [entry(1)]);
+      await store.delete(r.edge_token, fence!);
+      expect(await store.get(r.edge_token)).toBeNull();
+      expect(await store.claim(r.edge_token)).toBeNull();
+      // Deleting what is already gone, fenced or not, resolves.
+      await expect(store.delete(r.edge_token, fence!)).resolves.toBeUndefined();
+    });
+
+    it('delete with a stale fence keeps a session another replica claimed since, journal included', async () => {
+      const r = record();
+      const old = await store.create(r);
+      await store.append(r.edge_token, old, [entry(1), entry(2)]);
+      const fence = await store.claim(r.edge_token);
+      // The replica that lost the session lets go: its delete must not remove the new holder's session.
+      await expect(store.delete(r.edge_token, old)).resolves.toBeUndefined();
+      const got = await store.get(r.edge_token);
+      expect(got?.fence).toBe(fence);
+      expect(seqs(got?.journal ?? [])).toEqual([1, 2]);
+      await store.append(r.edge_token, fence!, [entry(3)]);
+      expect(seqs((await store.get(r.edge_token))?.journal ?? [])).toEqual([1, 2, 3]);
+      // The current holder can delete it; so can an unfenced delete.
+      await store.delete(r.edge_token, fence!);
+      expect(await store.get(r.edge_token)).toBeNull();
+      const other = record();
+      await store.create(other);
+      await store.claim(other.edge_token);
+      await store.delete(other.edge_token);
+      expect(await store.get(other.edge_token)).toBeNull();
+    });
+
+    it('a fenced delete racing a claim never loses the claimed session', async () => {
+      for (let i = 0; i < 20; i++) {
+        const r = record();
+        const old = await store.create(r);
+        await store.append(r.edge_token, old, [entry(1)]);
+        const [claimed] = await Promise.all([store.claim(r.edge_token), store.delete(r.edge_token, old)]);
+        const got = await store.get(r.edge_token);
+        // Either the delete ran first (the claim then finds nothing) or the claim did (the session stays).
+        if (claimed === null) expect(got).toBeNull();
+        else expect(got?.fence).toBe(claimed);
+      }
+    });
+
     it('create over an existing token starts afresh at fence 1', async () => {
       const r = record();
       await store.create(r);

@@ -35,7 +35,10 @@ for (const engine of ENGINES) {
       const side = await recorder.nextSide();
       side.conn.close(4002, 'edge says bye ✓');
       expect(side.closes).toHaveLength(0); // reported later, never inside close()
-      expect(await withTimeout(c.closed, 5000, 'the client close')).toEqual({ code: 4002, reason: 'edge says bye ✓' });
+      expect(await withTimeout(c.closed, 5000, 'the client close')).toEqual({
+        code: 4002,
+        reason: 'edge says bye ✓',
+      });
       await waitFor(() => side.closes.length > 0, 5000, 'the server close handler');
       await sleep(50);
       expect(side.closes).toEqual([{ code: 4002, reason: 'edge says bye ✓' }]);
@@ -48,6 +51,42 @@ for (const engine of ENGINES) {
       expect(typeof side.conn.bufferedAmount).toBe('number');
       await sleep(20);
       expect(side.closes).toHaveLength(1);
+    });
+
+    it('delivers what the edge sends from inside open, and a close from inside open once, later', async () => {
+      const closes: { code: number; reason: string }[] = [];
+      const server = await engine.listen({
+        host: '127.0.0.1',
+        port: 0,
+        maxMessageBytes: 1024,
+        pingIntervalMs: 0,
+        upgrade: () => ({
+          accept: true,
+          protocol: 'awp',
+          open: (conn) => {
+            conn.send('hello from open', false);
+            conn.close(4003, 'closed in open');
+            return {
+              message: () => undefined,
+              drain: () => undefined,
+              close: (code, reason) => closes.push({ code, reason }),
+            };
+          },
+        }),
+      });
+      try {
+        const c = await openClient(`ws://127.0.0.1:${server.port}`);
+        expect(await withTimeout(c.closed, 5000, 'the client close')).toEqual({
+          code: 4003,
+          reason: 'closed in open',
+        });
+        expect(c.received.map((m) => m.data.toString())).toEqual(['hello from open']);
+        await waitFor(() => closes.length > 0, 5000, 'the server close handler');
+        await sleep(50);
+        expect(closes).toEqual([{ code: 4003, reason: 'closed in open' }]);
+      } finally {
+        await server.close();
+      }
     });
 
     it('terminate drops the TCP connection: the client sees 1006 and the edge one close', async () => {
@@ -109,3 +148,14 @@ for (const engine of ENGINES) {
     });
   });
 }
+
+describe.skipIf(ENGINES.find((e) => e.name === 'uws')!.unavailable !== undefined)('engine uws only', () => {
+  it('cuts a close reason over 123 bytes at a character boundary (ws throws a RangeError instead)', async () => {
+    recorder = await startRecorder(ENGINES.find((e) => e.name === 'uws')!);
+    const c = await openClient(recorder.url);
+    const side = await recorder.nextSide();
+    side.conn.close(4004, 'é'.repeat(70)); // 140 bytes
+    const closed = await withTimeout(c.closed, 5000, 'the client close');
+    expect(closed).toEqual({ code: 4004, reason: 'é'.repeat(61) }); // 122 bytes: no half character
+  });
+});

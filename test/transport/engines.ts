@@ -99,7 +99,11 @@ export async function startRecorder(engine: EngineCase, o: RecorderOptions = {})
     nextSide: (timeoutMs = 5000) => {
       const i = seen++;
       if (sides[i] !== undefined) return Promise.resolve(sides[i]);
-      return withTimeout(new Promise<ServerSide>((resolve) => waiters.push(resolve)), timeoutMs, 'server-side open');
+      return withTimeout(
+        new Promise<ServerSide>((resolve) => waiters.push(resolve)),
+        timeoutMs,
+        'server-side open',
+      );
     },
     close: () => server.close(),
   };

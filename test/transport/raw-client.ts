@@ -18,15 +18,28 @@ export interface RawUpgrade extends RawResponse {
   readonly rest: Buffer;
 }
 
+export type RawHeaders = Record<string, string> | readonly (readonly [string, string])[];
+
 /** Sends a WebSocket upgrade request and resolves with the response head; the socket stays open. */
 export function rawUpgrade(
   port: number,
   path: string,
-  headers: Record<string, string> = {},
+  headers: RawHeaders = {},
   timeoutMs = 5000,
 ): Promise<RawUpgrade> {
+  return startUpgrade(port, path, headers, timeoutMs).response;
+}
+
+/** Sends a WebSocket upgrade request; the socket is the caller's at once (to leave before an answer). */
+export function startUpgrade(
+  port: number,
+  path: string,
+  headers: RawHeaders = {},
+  timeoutMs = 5000,
+): { socket: Socket; response: Promise<RawUpgrade> } {
   const socket = connect(port, '127.0.0.1');
   socket.on('error', () => socket.destroy());
+  const extra = Array.isArray(headers) ? headers : Object.entries(headers);
   const lines = [
     `GET ${path} HTTP/1.1`,
     `Host: 127.0.0.1:${port}`,
@@ -34,13 +47,14 @@ export function rawUpgrade(
     'Connection: Upgrade',
     `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`,
     'Sec-WebSocket-Version: 13',
-    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ...extra.map(([k, v]) => `${k}: ${v}`),
   ];
   socket.write(`${lines.join('\r\n')}\r\n\r\n`);
-  return withTimeout(readHead(socket), timeoutMs, 'the upgrade response').catch((err: unknown) => {
+  const response = withTimeout(readHead(socket), timeoutMs, 'the upgrade response').catch((err: unknown) => {
     socket.destroy();
     throw err;
   });
+  return { socket, response };
 }
 
 function readHead(socket: Socket): Promise<RawUpgrade> {
@@ -56,7 +70,8 @@ function readHead(socket: Socket): Promise<RawUpgrade> {
       const head = buf.subarray(0, end).toString('latin1');
       resolve({ ...parseHead(head), socket, rest: buf.subarray(end + 4) });
     };
-    const onClose = () => reject(new Error(`connection closed before a response head: ${buf.toString('latin1')}`));
+    const onClose = () =>
+      reject(new Error(`connection closed before a response head: ${buf.toString('latin1')}`));
     socket.on('data', onData);
     socket.once('close', onClose);
   });
@@ -100,7 +115,11 @@ export function plainGet(
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }),
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString('utf8'),
+          }),
         );
         res.on('error', reject);
       });

@@ -44,7 +44,9 @@ describe('engine selection', () => {
       server = await listenAgents('uws', options);
       expect(server.engine).toBe('uws');
     } else {
-      await expect(listenAgents('uws', options)).rejects.toThrow(/engine "uws" was requested but uWebSockets\.js/);
+      await expect(listenAgents('uws', options)).rejects.toThrow(
+        /engine "uws" was requested but uWebSockets\.js/,
+      );
     }
   });
 

@@ -1,0 +1,41 @@
+import type { StoreConfig } from '../config/schema.js';
+import type { TokenMint } from '../relay/tokens.js';
+import { MemorySessionStore } from '../store/memory-store.js';
+import { RedisSessionStore } from '../store/redis-store.js';
+import type { SessionStore } from '../store/session-store.js';
+import type { Logger } from '../telemetry/logger.js';
+
+/** How long start-up waits for a shared store before it serves anyway (and refuses new sessions). */
+const STARTUP_WAIT_MS = 3_000;
+const EPOCH_POLL_MS = 1_000;
+
+/** The configured session store; a shared one's token epoch is adopted while it is reachable. */
+export async function openStore(
+  config: StoreConfig,
+  mint: TokenMint,
+  log: Logger,
+): Promise<{ store: SessionStore; epochReady: () => boolean; stop: () => void }> {
+  if (config.kind === 'memory') return { store: new MemorySessionStore(), epochReady: () => true, stop: () => undefined };
+  const store = new RedisSessionStore({ url: config.url, keyPrefix: config.key_prefix });
+  let known = false;
+  const sync = async (): Promise<void> => {
+    if (known || !store.healthy()) return;
+    try {
+      mint.setEpoch(await store.epoch());
+      known = true;
+      log.info({ event: 'store_ready', store: 'redis', target: store.target }, 'session store reachable');
+    } catch (err) {
+      log.error({ event: 'store_unavailable', target: store.target, err: (err as Error).message }, 'session store unavailable');
+    }
+  };
+  if (await store.whenReady(STARTUP_WAIT_MS)) await sync();
+  else {
+    log.error(
+      { event: 'store_unavailable', store: 'redis', target: store.target },
+      'Redis session store unreachable: new sessions are refused and /readyz is false until it is reachable',
+    );
+  }
+  const timer = setInterval(() => void sync(), EPOCH_POLL_MS);
+  timer.unref();
+  return { store, epochReady: () => known, stop: () => clearInterval(timer) };
+}

@@ -1,0 +1,289 @@
+/**
+ * The agent-facing WebTransport listener (`@fails-components/webtransport`): HTTP/3 and HTTP/2 on one
+ * port where the native HTTP/3 transport (`@fails-components/webtransport-transport-http3-quiche`) is
+ * installed, WebTransport over HTTP/2 otherwise.
+ *
+ * Each session request (the extended CONNECT) is decided before the session exists, like a WebSocket
+ * upgrade: the library's request callback sees the CONNECT's headers (`:path`, `authorization`, and
+ * `wt-available-protocols` parsed into a list) and answers with a status. The credential is the
+ * `Authorization: Bearer` header where the client can set one, or an offered `awp.bearer.<token>`
+ * protocol in WT-Available-Protocols (browsers and this library's client cannot set headers; the
+ * W3C API's `protocols` option is their only per-request field). Only `awp` is ever selected, so the
+ * token is not echoed. Credentials in the URL are refused (AWP-SEC-006).
+ */
+import { randomBytes } from 'node:crypto';
+import type { ReadableStream, WritableStream } from 'node:stream/web';
+import { Http2Server, HttpServer } from '@fails-components/webtransport';
+
+/**
+ * The part of the library's session object the edge uses (its published .d.ts files resolve to `any`
+ * under NodeNext resolution, so the boundary is typed here, once).
+ */
+export interface WebTransportSession {
+  readonly closed: Promise<{ closeCode?: number; reason?: string }>;
+  close(info?: { closeCode?: number; reason?: string }): void;
+  createUnidirectionalStream(): Promise<WritableStream<Uint8Array>>;
+  readonly incomingUnidirectionalStreams: ReadableStream<ReadableStream<Uint8Array>>;
+  readonly incomingBidirectionalStreams: ReadableStream<{
+    readable: ReadableStream<Uint8Array>;
+    writable: WritableStream<Uint8Array>;
+  }>;
+}
+
+/** The subprotocol a stream connection offers and the edge selects (AWP-TRN-013). */
+export const AWP_PROTOCOL = 'awp';
+
+/** The package whose presence enables HTTP/3; it is an optional native dependency. */
+const QUICHE_PACKAGE = '@fails-components/webtransport-transport-http3-quiche';
+/** Where the library queues accepted sessions; every decision is made in the request callback. */
+const SESSION_PATH = '/awp-edge-webtransport';
+/** An accepted request whose session never materialises (the client vanished) is abandoned after this. */
+const ACCEPT_TIMEOUT_MS = 10_000;
+const CLOSE_GRACE_MS = 1_000;
+
+/** The parts of a session request the edge decides on. */
+export interface WebTransportRequest {
+  readonly path: string;
+  readonly query: string;
+  header(name: string): string | undefined;
+  /** WT-Available-Protocols, in order. */
+  readonly protocols: readonly string[];
+}
+
+export type WebTransportDecision =
+  | {
+      accept: true;
+      /** The session is up (the CONNECT was answered 200 with `awp` selected). */
+      open: (session: WebTransportSession) => void;
+      /** The session never came (the client left during the handshake): release what `decide` took. */
+      abandon?: () => void;
+    }
+  | { accept: false; status: number; reason: string };
+
+export interface WebTransportListenOptions {
+  readonly host: string;
+  readonly port: number;
+  /** PEM certificate chain and private key. */
+  readonly cert: string;
+  readonly key: string;
+  readonly decide: (req: WebTransportRequest) => Promise<WebTransportDecision> | WebTransportDecision;
+  /** Refusals and internal failures, for the operator's log. */
+  readonly log?: (fields: Record<string, unknown>, message: string) => void;
+}
+
+export interface WebTransportListener {
+  readonly port: number;
+  /** 'http3+http2' with the native transport, else 'http2'. */
+  readonly transports: 'http3+http2' | 'http2';
+  /** Closes every session (code 1001) and the listening sockets. */
+  close(): Promise<void>;
+}
+
+interface RequestArgs {
+  header: Record<string, string | string[] | undefined>;
+}
+
+interface Pending {
+  readonly open: (session: WebTransportSession) => void;
+  readonly abandon: (() => void) | undefined;
+  readonly timer: NodeJS.Timeout;
+}
+
+/** Whether the native HTTP/3 transport loads on this machine. */
+export async function http3Available(): Promise<boolean> {
+  try {
+    const name: string = QUICHE_PACKAGE; // a variable: the package is optional and has no types here
+    await import(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function listenWebTransport(opts: WebTransportListenOptions): Promise<WebTransportListener> {
+  // HTTP/3 (UDP) and HTTP/2 (TCP) bind separately; with an ephemeral port they would differ, so both
+  // transports need a fixed port.
+  const http3 = opts.port !== 0 && (await http3Available());
+  const init = {
+    host: opts.host,
+    port: opts.port,
+    secret: randomBytes(16).toString('hex'),
+    cert: opts.cert,
+    privKey: opts.key,
+    defaultDatagramsReadableMode: 'bytes',
+  };
+  const server = http3 ? new HttpServer({ ...init, reliability: 'both' as const }) : new Http2Server(init);
+  const pending = new Map<number, Pending>();
+  const live = new Set<WebTransportSession>();
+  let nextTicket = 1;
+  const state = { closing: false };
+  const log = opts.log ?? (() => undefined);
+
+  server.setRequestCallback(async ({ header }: RequestArgs) => {
+    const rawPath = typeof header[':path'] === 'string' ? header[':path'] : '/';
+    const q = rawPath.indexOf('?');
+    const req: WebTransportRequest = {
+      path: q < 0 ? rawPath : rawPath.slice(0, q),
+      query: q < 0 ? '' : rawPath.slice(q + 1),
+      header: (name) => {
+        const v = header[name.toLowerCase()];
+        return Array.isArray(v) ? v.join(', ') : v;
+      },
+      protocols: offeredProtocols(header['wt-available-protocols']),
+    };
+    let decision: WebTransportDecision;
+    try {
+      decision = state.closing ? { accept: false, status: 503, reason: 'edge shutting down' } : await opts.decide(req);
+    } catch (err) {
+      log({ event: 'webtransport_decide_failed', detail: String(err) }, 'webtransport session request failed');
+      decision = { accept: false, status: 500, reason: 'internal error' };
+    }
+    if (!decision.accept) {
+      log({ event: 'webtransport_refused', path: req.path, status: decision.status, reason: decision.reason }, 'webtransport session refused');
+      return { header, path: req.path, status: decision.status };
+    }
+    const ticket = nextTicket++;
+    const { open, abandon } = decision;
+    const timer = setTimeout(() => {
+      pending.delete(ticket);
+      abandon?.();
+    }, ACCEPT_TIMEOUT_MS);
+    timer.unref();
+    pending.set(ticket, { open, abandon, timer });
+    return { header, path: SESSION_PATH, userData: { ticket }, status: 200, selectedProtocol: AWP_PROTOCOL };
+  });
+
+  // The library's session objects, seen through the typed boundary above.
+  const sessions = server.sessionStream(SESSION_PATH, { noAutoPaths: true }) as unknown as ReadableStream<WebTransportSession>;
+  const acceptLoop = (async () => {
+    const reader = sessions.getReader();
+    for (;;) {
+      let next;
+      try {
+        next = await reader.read();
+      } catch {
+        return;
+      }
+      if (next.done) return;
+      const session = next.value;
+      // userData is how the library hands the request callback's answer to the session; untyped there.
+      const ticket = (session as unknown as { userData?: { ticket?: number } }).userData?.ticket;
+      const p = ticket === undefined ? undefined : pending.get(ticket);
+      if (ticket !== undefined) pending.delete(ticket);
+      if (p === undefined) {
+        session.close({ closeCode: 1008, reason: 'session was not expected' });
+        continue;
+      }
+      clearTimeout(p.timer);
+      if (state.closing) {
+        p.abandon?.();
+        session.close({ closeCode: 1001, reason: 'edge shutting down' });
+        continue;
+      }
+      live.add(session);
+      session.closed.then(
+        () => live.delete(session),
+        () => live.delete(session),
+      );
+      try {
+        p.open(session);
+      } catch (err) {
+        log({ event: 'webtransport_open_failed', detail: String(err) }, 'webtransport session failed to start');
+        session.close({ closeCode: 1011, reason: 'internal error' });
+      }
+    }
+  })();
+
+  server.startServer();
+  await server.ready;
+  const address = server.address();
+  if (address === null) throw new Error('webtransport listener has no address');
+
+  return {
+    port: address.port,
+    transports: http3 ? 'http3+http2' : 'http2',
+    close: async () => {
+      if (state.closing) return;
+      state.closing = true;
+      for (const [ticket, p] of pending) {
+        clearTimeout(p.timer);
+        p.abandon?.();
+        pending.delete(ticket);
+      }
+      const ending = [...live].map((s) => {
+        s.close({ closeCode: 1001, reason: 'edge shutting down' });
+        return s.closed.catch(() => undefined);
+      });
+      await withTimeout(Promise.all(ending), CLOSE_GRACE_MS);
+      server.stopServer();
+      await withTimeout(server.closed, CLOSE_GRACE_MS);
+      await withTimeout(acceptLoop, CLOSE_GRACE_MS);
+    },
+  };
+}
+
+/** The library parses WT-Available-Protocols into a list on HTTP/2; accept the raw header too. */
+function offeredProtocols(v: string | string[] | undefined): string[] {
+  if (v === undefined) return [];
+  if (Array.isArray(v)) return v;
+  return v
+    .split(',')
+    .map((p) => p.trim().replace(/^"(.*)"$/, '$1'))
+    .filter((p) => p.length > 0);
+}
+
+function withTimeout(p: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    void p.finally(() => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+}
+
+/**
+ * Reads every stream the peer opens (unidirectional, and the receiving side of bidirectional ones),
+ * handing each chunk to `chunk` with its stream's identity, and `end` when a stream finishes.
+ * Returns when the session is gone.
+ */
+export function readIncomingStreams(
+  session: WebTransportSession,
+  handlers: {
+    chunk(stream: object, data: Uint8Array): void;
+    end(stream: object): void;
+  },
+): void {
+  const readStream = async (rs: ReadableStream<Uint8Array>) => {
+    const reader = rs.getReader();
+    for (;;) {
+      let next;
+      try {
+        next = await reader.read();
+      } catch {
+        return; // reset by the peer, or the session closed
+      }
+      if (next.done) return handlers.end(rs);
+      handlers.chunk(rs, next.value);
+    }
+  };
+  const each = async <T>(streams: ReadableStream<T>, f: (s: T) => void) => {
+    const reader = streams.getReader();
+    for (;;) {
+      let next;
+      try {
+        next = await reader.read();
+      } catch {
+        return;
+      }
+      if (next.done) return;
+      f(next.value);
+    }
+  };
+  void each(session.incomingUnidirectionalStreams, (s) => void readStream(s));
+  void each(session.incomingBidirectionalStreams, (s) => {
+    // The edge never answers on an agent's stream: its frames go out on the edge's own streams.
+    void s.writable.close().catch(() => undefined);
+    void readStream(s.readable);
+  });
+}

@@ -1,0 +1,405 @@
+/**
+ * An AWP observer for fan-out tests: one control connection (JSON-RPC over WebSocket, subprotocol `awp`)
+ * and, for stream kinds, a stream connection to the edge's endpoint. It records every frame it receives
+ * per channel (seq, timestamps, flags, binding, receipt time) cheaply enough to run 200 of them in one
+ * process, checks `seq` order as frames arrive, and can stall at the TCP level (stop reading) so the
+ * edge's backpressure really builds.
+ */
+import type { Socket } from 'node:net';
+import WebSocket from 'ws';
+import { FLAG_KEYFRAME, FLAG_RESYNC, peekFrame, createFrameHeader } from '../../src/protocol/frame.js';
+
+export type Json = Record<string, unknown>;
+
+/** How frames reach the observer: inline on the control connection, or a stream binding. */
+export type ObserverKind = 'inline' | 'ws' | 'webtransport';
+
+export interface ObserverOptions {
+  readonly kind: ObserverKind;
+  readonly credential: string;
+  readonly subscribe: readonly { channel: string; rate_hz?: number }[];
+  readonly modalities?: readonly string[];
+  readonly maxObsRateHz?: number;
+  /** process.hrtime.bigint() at the world's session-clock origin: receipt times are stamped on it (ns). */
+  readonly clockOrigin?: bigint;
+  /** Answer the edge's JSON-RPC pings (default true). */
+  readonly answerPings?: boolean;
+  readonly timeoutMs?: number;
+  /** Stream kinds: do not open the stream connection in `open` (call `openStream` later). */
+  readonly deferStream?: boolean;
+}
+
+/** Columns of what arrived on one channel (parallel arrays: cheap for thousands of frames). */
+export class ChannelLog {
+  readonly seq: number[] = [];
+  readonly ts: number[] = [];
+  readonly tsSend: number[] = [];
+  readonly recv: number[] = [];
+  readonly flags: number[] = [];
+  readonly bytes: number[] = [];
+  /** true: the stream connection; false: inline on the control connection. */
+  readonly streamed: boolean[] = [];
+  /** Frames whose seq did not exceed the previous one (AWP-DAT-001 violations). */
+  readonly orderViolations: { prev: number; got: number }[] = [];
+
+  get count(): number {
+    return this.seq.length;
+  }
+
+  lastSeq(): number {
+    return this.seq.at(-1) ?? -1;
+  }
+}
+
+export const DEFAULT_MODALITIES = ['proprio/json', 'image/raw', 'text/event+json'];
+
+const header = createFrameHeader();
+const INLINE_PREFIX_SCAN = 64;
+
+export class ObserverClient {
+  readonly channels = new Map<number, ChannelLog>();
+  /** Channel name -> id and id -> name, from the grant lists the observer was given. */
+  readonly ids = new Map<string, number>();
+  readonly names = new Map<number, string>();
+  /** Every JSON message received other than frames and pings, in order. */
+  readonly messages: Json[] = [];
+  ready: Json | null = null;
+  stream: WebSocket | null = null;
+  /** Frames received inline after a stream connection carried the session (AWP-TRN-012). */
+  inlineAfterStream = 0;
+  streamCloses: { code: number; reason: string; at: number }[] = [];
+  closed: { code: number; reason: string } | null = null;
+  stalled = false;
+  private streamEverUp = false;
+  private nextId = 1;
+  private readonly waiters: { match: (m: Json) => boolean; resolve: (m: Json) => void }[] = [];
+  private readonly closeWaiters: (() => void)[] = [];
+  private readonly origin: bigint;
+  /** Set to observe each frame as it arrives (after recording). */
+  onFrame: ((channel_id: number, seq: number, flags: number, streamed: boolean) => void) | null = null;
+
+  private constructor(
+    readonly control: WebSocket,
+    readonly options: ObserverOptions,
+  ) {
+    this.origin = options.clockOrigin ?? 0n;
+  }
+
+  /** Local time on the clock given by `clockOrigin`, ns. */
+  now(): number {
+    return Number(process.hrtime.bigint() - this.origin);
+  }
+
+  /** Connects, initializes and opens an observer session; stream kinds then open their stream connection. */
+  static async open(url: string, options: ObserverOptions): Promise<ObserverClient> {
+    const client = await ObserverClient.connect(url, options);
+    await client.ok('initialize', {
+      protocol_versions: ['0.1'],
+      agent: { name: 'fanout-observer', version: '0.1.0', vendor: 'awp-edge-test' },
+      consumes_modalities: [...(options.modalities ?? DEFAULT_MODALITIES)],
+      ...(options.maxObsRateHz !== undefined ? { max_obs_rate_hz: options.maxObsRateHz } : {}),
+    });
+    client.ready = await client.ok('session.open', { mode: 'streaming', subscribe: options.subscribe });
+    client.learnGrants((client.ready.granted as Json).channels);
+    if (options.kind !== 'inline' && options.deferStream !== true) await client.openStream();
+    return client;
+  }
+
+  /** Only the control connection (no initialize): for tests that drive the handshake themselves. */
+  static connect(url: string, options: ObserverOptions): Promise<ObserverClient> {
+    const timeoutMs = options.timeoutMs ?? 5000;
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, ['awp'], {
+        headers: { authorization: `Bearer ${options.credential}` },
+        handshakeTimeout: timeoutMs,
+        perMessageDeflate: false,
+      });
+      const client = new ObserverClient(ws, options);
+      ws.once('error', reject);
+      ws.once('open', () => {
+        ws.on('error', () => undefined);
+        resolve(client);
+      });
+      ws.on('message', (data: Buffer, binary: boolean) => {
+        if (binary) return; // the control connection carries text only
+        client.controlText(data.toString('utf8'));
+      });
+      ws.on('close', (code: number, reason: Buffer) => {
+        client.closed = { code, reason: reason.toString() };
+        for (const w of client.closeWaiters.splice(0)) w();
+      });
+    });
+  }
+
+  /** The first stream endpoint of the observer's kind in `session.ready`. */
+  endpoint(): string {
+    const eps = (this.ready?.stream_endpoints ?? []) as { binding: string; url?: string }[];
+    const ep = eps.find((e) => e.binding === this.options.kind);
+    if (ep?.url === undefined) throw new Error(`no ${this.options.kind} endpoint in ${JSON.stringify(eps)}`);
+    return ep.url;
+  }
+
+  /** Opens the stream connection (session token as bearer credential, AWP-TRN-013). */
+  openStream(): Promise<void> {
+    if (this.options.kind !== 'ws') {
+      return Promise.reject(new Error(`stream binding ${this.options.kind} is not implemented by this client`));
+    }
+    const token = this.ready?.session_token;
+    if (typeof token !== 'string') return Promise.reject(new Error('no session token'));
+    const url = this.endpoint();
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, ['awp'], {
+        headers: { authorization: `Bearer ${token}` },
+        handshakeTimeout: this.options.timeoutMs ?? 5000,
+        perMessageDeflate: false,
+      });
+      ws.once('error', reject);
+      ws.once('open', () => {
+        ws.on('error', () => undefined);
+        this.stream = ws;
+        this.streamEverUp = true;
+        resolve();
+      });
+      ws.on('message', (data: Buffer, binary: boolean) => {
+        if (!binary) {
+          this.streamCloses.push({ code: -1, reason: 'text message on a stream connection', at: this.now() });
+          return;
+        }
+        this.binaryFrame(data);
+      });
+      ws.on('close', (code: number, reason: Buffer) => {
+        this.streamCloses.push({ code, reason: reason.toString(), at: this.now() });
+        if (this.stream === ws) this.stream = null;
+      });
+    });
+  }
+
+  /** Drops the stream connection without a closing handshake; resolves once it is gone. */
+  dropStream(): Promise<void> {
+    const ws = this.stream;
+    if (ws === null) return Promise.resolve();
+    this.stream = null;
+    return new Promise((resolve) => {
+      ws.once('close', () => resolve());
+      ws.terminate();
+    });
+  }
+
+  // ---------------------------------------------------------------- receiving
+
+  private controlText(text: string): void {
+    const head = text.slice(0, INLINE_PREFIX_SCAN);
+    if (head.includes('"method":"obs.frame"')) {
+      this.inlineFrame(text);
+      return;
+    }
+    const msg = JSON.parse(text) as Json;
+    if (msg.method === 'ping' && msg.id !== undefined) {
+      if (this.options.answerPings !== false) {
+        const t = this.now();
+        const origin = (msg.params as Json | undefined)?.origin_ns;
+        this.send({ jsonrpc: '2.0', id: msg.id, result: { origin_ns: origin, receive_ns: t, transmit_ns: t } });
+      }
+      return;
+    }
+    this.messages.push(msg);
+    for (let i = 0; i < this.waiters.length; i++) {
+      const w = this.waiters[i]!;
+      if (w.match(msg)) {
+        this.waiters.splice(i, 1);
+        w.resolve(msg);
+        break;
+      }
+    }
+  }
+
+  /** An `obs.frame`: the payload is skipped (only its size is kept), the rest parsed. */
+  private inlineFrame(text: string): void {
+    const recv = this.now();
+    const key = '"payload_b64":"';
+    const start = text.indexOf(key);
+    let meta = text;
+    let bytes = 0;
+    if (start >= 0) {
+      const from = start + key.length;
+      const end = text.indexOf('"', from);
+      const b64 = end - from;
+      const pad = text[end - 1] === '=' ? (text[end - 2] === '=' ? 2 : 1) : 0;
+      bytes = (b64 / 4) * 3 - pad;
+      meta = text.slice(0, from) + text.slice(end);
+    }
+    const p = (JSON.parse(meta) as { params: Json }).params;
+    if (this.streamEverUp) this.inlineAfterStream++;
+    this.record(
+      p.channel_id as number,
+      p.seq as number,
+      p.ts_mono_ns as number,
+      (p.ts_send_ns as number | undefined) ?? -1,
+      p.flags as number,
+      bytes,
+      false,
+      recv,
+    );
+  }
+
+  private binaryFrame(buf: Buffer): void {
+    const recv = this.now();
+    const h = peekFrame(buf, header);
+    this.record(h.channel_id, h.seq, h.ts_mono_ns, h.has_ts_send_ns ? h.ts_send_ns : -1, h.flags, h.payload_len, true, recv);
+  }
+
+  private record(id: number, seq: number, ts: number, tsSend: number, flags: number, bytes: number, streamed: boolean, recv: number): void {
+    let log = this.channels.get(id);
+    if (log === undefined) this.channels.set(id, (log = new ChannelLog()));
+    const prev = log.lastSeq();
+    if (seq <= prev) log.orderViolations.push({ prev, got: seq });
+    log.seq.push(seq);
+    log.ts.push(ts);
+    log.tsSend.push(tsSend);
+    log.recv.push(recv);
+    log.flags.push(flags);
+    log.bytes.push(bytes);
+    log.streamed.push(streamed);
+    this.onFrame?.(id, seq, flags, streamed);
+  }
+
+  // ---------------------------------------------------------------- requests
+
+  send(msg: unknown): void {
+    this.control.send(typeof msg === 'string' ? msg : JSON.stringify(msg));
+  }
+
+  async call(method: string, params?: unknown, timeoutMs = this.options.timeoutMs ?? 5000): Promise<Json> {
+    const id = this.nextId++;
+    const response = this.waitFor((m) => m.id === id && m.method === undefined, timeoutMs, `response to ${method}`);
+    this.send({ jsonrpc: '2.0', id, method, ...(params !== undefined ? { params } : {}) });
+    return response;
+  }
+
+  async ok(method: string, params?: unknown, timeoutMs?: number): Promise<Json> {
+    const r = await this.call(method, params, timeoutMs);
+    if (r.error !== undefined) throw new Error(`${method} failed: ${JSON.stringify(r.error)}`);
+    const result = r.result as Json;
+    if ((method === 'obs.subscribe' || method === 'obs.unsubscribe') && Array.isArray(result.granted)) this.learnGrants(result.granted);
+    return result;
+  }
+
+  learnGrants(list: unknown): void {
+    for (const g of list as { channel: string; channel_id: number }[]) {
+      this.ids.set(g.channel, g.channel_id);
+      this.names.set(g.channel_id, g.channel);
+    }
+  }
+
+  /** The log of a channel by name (empty if nothing arrived). */
+  log(channel: string): ChannelLog {
+    const id = this.ids.get(channel);
+    return (id === undefined ? undefined : this.channels.get(id)) ?? new ChannelLog();
+  }
+
+  waitFor(match: (m: Json) => boolean, timeoutMs = 5000, what = 'a message', fromIndex = 0): Promise<Json> {
+    const seen = this.messages.slice(fromIndex).find(match);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        match,
+        resolve: (m: Json) => {
+          clearTimeout(timer);
+          resolve(m);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(waiter), 1);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      this.waiters.push(waiter);
+    });
+  }
+
+  waitNotification(method: string, match: (p: Json) => boolean = () => true, timeoutMs = 5000, fromIndex = 0): Promise<Json> {
+    return this.waitFor((m) => m.method === method && m.id === undefined && match((m.params ?? {}) as Json), timeoutMs, `${method}`, fromIndex).then(
+      (m) => m.params as Json,
+    );
+  }
+
+  /** Notifications of a method received so far (params). */
+  notifications(method: string): Json[] {
+    return this.messages.filter((m) => m.method === method && m.id === undefined).map((m) => m.params as Json);
+  }
+
+  /** status_seq of every notification that carries one, in arrival order. */
+  statusSeqs(): number[] {
+    return this.messages
+      .filter((m) => m.id === undefined && typeof (m.params as Json | undefined)?.status_seq === 'number')
+      .map((m) => (m.params as { status_seq: number }).status_seq);
+  }
+
+  /** Resolves once a frame of `channel` arrives for which `match` holds (bounded). */
+  waitFrame(channel_id: number, match: (seq: number, flags: number, streamed: boolean) => boolean = () => true, timeoutMs = 5000): Promise<{ seq: number; flags: number; streamed: boolean }> {
+    return new Promise((resolve, reject) => {
+      const prev = this.onFrame;
+      const timer = setTimeout(() => {
+        this.onFrame = prev;
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for a frame on channel ${channel_id}`));
+      }, timeoutMs);
+      this.onFrame = (id, seq, flags, streamed) => {
+        prev?.(id, seq, flags, streamed);
+        if (id === channel_id && match(seq, flags, streamed)) {
+          clearTimeout(timer);
+          this.onFrame = prev;
+          resolve({ seq, flags, streamed });
+        }
+      };
+    });
+  }
+
+  // ---------------------------------------------------------------- stalling and closing
+
+  /** Stops reading at the TCP level (control and stream), so the edge's send buffers fill. */
+  stall(): void {
+    this.stalled = true;
+    socketOf(this.control)?.pause();
+    if (this.stream !== null) socketOf(this.stream)?.pause();
+  }
+
+  unstall(): void {
+    this.stalled = false;
+    socketOf(this.control)?.resume();
+    if (this.stream !== null) socketOf(this.stream)?.resume();
+  }
+
+  waitClosed(timeoutMs = 5000): Promise<{ code: number; reason: string }> {
+    if (this.closed !== null) return Promise.resolve(this.closed);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`control connection still open after ${timeoutMs} ms`)), timeoutMs);
+      this.closeWaiters.push(() => {
+        clearTimeout(timer);
+        resolve(this.closed!);
+      });
+    });
+  }
+
+  /** Drops every connection at once (no closing handshake). */
+  terminate(): void {
+    this.stream?.terminate();
+    this.control.terminate();
+  }
+
+  close(): void {
+    this.stream?.terminate();
+    if (this.control.readyState === WebSocket.OPEN || this.control.readyState === WebSocket.CONNECTING) this.control.close(1000);
+  }
+}
+
+/** The TCP socket under a `ws` WebSocket (ws's `_socket`, stable across ws 7 and 8). */
+function socketOf(ws: WebSocket): Socket | undefined {
+  return (ws as unknown as { _socket?: Socket })._socket;
+}
+
+export function isResyncKeyframe(flags: number): boolean {
+  return (flags & (FLAG_RESYNC | FLAG_KEYFRAME)) === (FLAG_RESYNC | FLAG_KEYFRAME);
+}
+
+export function isKeyframe(flags: number): boolean {
+  return (flags & FLAG_KEYFRAME) !== 0;
+}

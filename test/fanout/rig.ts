@@ -1,0 +1,139 @@
+/**
+ * The fan-out test rig: the streaming demo arm world behind a real edge whose route serves observers
+ * from one upstream session (`observers: 'fanout'`), on 127.0.0.1, plus read-only views of what the
+ * world and the edge hold (sessions, hubs, per-observer queues) for the assertions.
+ */
+import { startDemoWorld, type DemoServerOptions, type RunningDemoWorld } from '../../src/demo/index.js';
+import type { ChannelHub } from '../../src/fanout/channel-hub.js';
+import type { ObserverSession } from '../../src/fanout/observer-session.js';
+import type { Outbox } from '../../src/fanout/outbox.js';
+import type { Subscriber } from '../../src/fanout/subscriber.js';
+import type { RouteRuntime } from '../../src/edge/route.js';
+import type { ServerConnection } from '../../src/transport/engine.js';
+import { AGENT_TOKEN, startEdge, type TestEdge } from '../support/edge.js';
+import { ObserverClient, type ObserverOptions } from './observer-client.js';
+
+export const ROUTE_PATH = '/arm';
+
+export interface RigOptions {
+  readonly world?: Partial<DemoServerOptions>;
+  /** Extra edge config (merged over the test defaults). */
+  readonly edge?: Record<string, unknown>;
+  readonly lingerMs?: number;
+}
+
+export interface Rig {
+  readonly world: RunningDemoWorld;
+  readonly edge: TestEdge;
+  /** process.hrtime.bigint() at the world's session-clock origin (taken right before it started). */
+  readonly origin: bigint;
+  /** The world's session clock now (ns), as this process reads it. */
+  worldNow(): number;
+  observer(options: Omit<ObserverOptions, 'credential' | 'clockOrigin'>): Promise<ObserverClient>;
+  /** Sessions the world holds (any kind: the hub's observer session is one). */
+  worldSessions(): { id: string; embodiment: unknown; state: string }[];
+  hubs(): ChannelHub[];
+  close(): Promise<void>;
+}
+
+export async function startRig(options: RigOptions = {}): Promise<Rig> {
+  // The demo server reads its clock origin synchronously on entry, so this brackets it to microseconds.
+  const origin = process.hrtime.bigint();
+  const world = await startDemoWorld({ kind: 'arm', host: '127.0.0.1', port: 0, ...options.world });
+  const route = { path: ROUTE_PATH, upstream: world.url, observers: 'fanout', hub_linger_ms: options.lingerMs ?? 200 };
+  let edge: TestEdge;
+  try {
+    edge = await startEdge([route], { engine: 'ws', ...options.edge });
+  } catch (err) {
+    await world.close();
+    throw err;
+  }
+  const clients: ObserverClient[] = [];
+  return {
+    world,
+    edge,
+    origin,
+    worldNow: () => Number(process.hrtime.bigint() - origin),
+    observer: async (o) => {
+      const c = await ObserverClient.open(edge.url(ROUTE_PATH), { ...o, credential: AGENT_TOKEN, clockOrigin: origin });
+      clients.push(c);
+      return c;
+    },
+    worldSessions: () =>
+      [...world.world.sessions.values()].map((s) => {
+        const v = s as unknown as { id: string; embodiment: unknown; state: string };
+        return { id: v.id, embodiment: v.embodiment, state: v.state };
+      }),
+    hubs: () => hubsOf(edge),
+    close: async () => {
+      for (const c of clients) c.terminate();
+      await edge.close();
+      await world.close();
+    },
+  };
+}
+
+/** The edge's observer hubs (read through the edge's private route list: a test-only view). */
+export function hubsOf(edge: TestEdge): ChannelHub[] {
+  const routes = edge.edge['routes'];
+  return routes.flatMap((r: RouteRuntime) => [...r.allHubs()]);
+}
+
+/** Bytes the edge holds for one observer session, by where they wait. */
+export interface ObserverHold {
+  readonly session_id: string;
+  /** Not yet handed to the engine: control FIFO + latest-wins slots (inline frames). */
+  readonly controlQueued: number;
+  /** Handed to the engine, not yet written to the kernel. */
+  readonly controlBuffered: number;
+  readonly streamQueued: number;
+  readonly streamBuffered: number;
+  /** Latest-wins frames waiting in slots (control and stream). */
+  readonly slots: number;
+  readonly slotBytes: number;
+  /** Items in the ordered FIFOs (control messages, reliable frames). */
+  readonly fifoBytes: number;
+}
+
+/** What the edge holds for each of a hub's observers (test-only view of private fields). */
+export function observerHolds(hub: ChannelHub): ObserverHold[] {
+  return [...hub.sessions()].map((o: ObserverSession) => {
+    const sub: Subscriber | null = o.sub;
+    const control = sub?.control;
+    const conn = o['conn'];
+    const sink = sub?.['stream'] as { out?: Outbox; conn?: ServerConnection } | null | undefined;
+    const streamOut = sink?.out;
+    const c = outboxParts(control);
+    const s = outboxParts(streamOut);
+    return {
+      session_id: o.session_id,
+      controlQueued: control?.queuedBytes ?? 0,
+      controlBuffered: conn?.sink.bufferedAmount ?? 0,
+      streamQueued: streamOut?.queuedBytes ?? 0,
+      streamBuffered: sink?.conn?.bufferedAmount ?? 0,
+      slots: c.slots + s.slots,
+      slotBytes: c.slotBytes + s.slotBytes,
+      fifoBytes: c.fifoBytes + s.fifoBytes,
+    };
+  });
+}
+
+function outboxParts(out: Outbox | undefined): { slots: number; slotBytes: number; fifoBytes: number } {
+  if (out === undefined) return { slots: 0, slotBytes: 0, fifoBytes: 0 };
+  const slots = out['slots'];
+  let slotBytes = 0;
+  for (const item of slots.values()) slotBytes += item.bytes;
+  return { slots: slots.size, slotBytes, fifoBytes: out['fifoBytes'] };
+}
+
+export async function until(cond: () => boolean, timeoutMs: number, what = 'condition'): Promise<void> {
+  const end = performance.now() + timeoutMs;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
