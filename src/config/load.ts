@@ -6,6 +6,7 @@ import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import {
+  DEFAULT_BUDGETS,
   DEFAULT_TIMING,
   DEFAULT_TRANSPORT,
   type EdgeConfig,
@@ -174,7 +175,21 @@ export function loadConfigFile(file: string, env: Env = process.env, cli: Comman
   return validateConfig(merged, file, env);
 }
 
-const TOP_KEYS = ['listen', 'admin', 'public_url', 'engine', 'log_level', 'agents', 'routes', 'timing', 'transport', 'store', 'drain', 'webtransport'];
+const TOP_KEYS = [
+  'listen',
+  'admin',
+  'public_url',
+  'engine',
+  'log_level',
+  'agents',
+  'routes',
+  'timing',
+  'transport',
+  'store',
+  'drain',
+  'webtransport',
+  'budgets',
+];
 const ROUTE_KEYS = [
   'name',
   'path',
@@ -227,6 +242,9 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
   const transportRaw = c.obj(top.transport, 'transport') ?? {};
   c.known(transportRaw, 'transport', Object.keys(DEFAULT_TRANSPORT));
   const store = storeConfig(c, c.obj(top.store, 'store') ?? {}, env);
+  const budgetsRaw = c.obj(top.budgets, 'budgets') ?? {};
+  c.known(budgetsRaw, 'budgets', Object.keys(DEFAULT_BUDGETS));
+  const budget = (k: keyof typeof DEFAULT_BUDGETS) => c.int(budgetsRaw[k], `budgets.${k}`, 1, 2 ** 40) ?? DEFAULT_BUDGETS[k];
   const drainRaw = c.obj(top.drain, 'drain') ?? {};
   c.known(drainRaw, 'drain', ['window_ms']);
   const config: EdgeConfig = {
@@ -254,6 +272,13 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
     store,
     drain: { window_ms: c.int(drainRaw.window_ms, 'drain.window_ms', 0, 600_000) ?? 20_000 },
     webtransport: webtransportConfig(c, top.webtransport),
+    budgets: {
+      max_connections: budget('max_connections'),
+      max_sessions: budget('max_sessions'),
+      max_messages_per_second: budget('max_messages_per_second'),
+      max_bytes_per_second: budget('max_bytes_per_second'),
+      max_message_bytes: budget('max_message_bytes'),
+    },
   };
   if (c.problems.length > 0) throw new ConfigError(c.problems);
   return config;

@@ -57,6 +57,17 @@ export interface WebTransportConfig {
   readonly key: string;
 }
 
+export type { BudgetConfig } from '../policy/budgets.js';
+import type { BudgetConfig } from '../policy/budgets.js';
+
+export const DEFAULT_BUDGETS: BudgetConfig = {
+  max_connections: 64,
+  max_sessions: 32,
+  max_messages_per_second: 2_000,
+  max_bytes_per_second: 64 * 1024 * 1024,
+  max_message_bytes: 32 * 1024 * 1024,
+};
+
 export interface EdgeConfig {
   readonly listen: ListenAddress;
   readonly admin: ListenAddress;
@@ -71,6 +82,8 @@ export interface EdgeConfig {
   readonly drain: DrainConfig;
   /** The `webtransport` stream endpoints; none are offered when absent. */
   readonly webtransport?: WebTransportConfig | undefined;
+  /** Operator budgets, per agent credential. */
+  readonly budgets: BudgetConfig;
 }
 
 export const DEFAULT_TIMING: TimingConfig = {

@@ -3,6 +3,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { EdgeMetrics } from '../telemetry/metrics.js';
 import type { SessionRegistry } from './session-registry.js';
 import type { ChannelHub } from '../fanout/channel-hub.js';
+import type { CredentialBudgets } from '../policy/budgets.js';
 import type { RouteRuntime } from './route.js';
 
 /** What every connection of the edge shares. */
@@ -11,6 +12,7 @@ export interface EdgeContext {
   readonly log: Logger;
   readonly metrics: EdgeMetrics;
   readonly registry: SessionRegistry;
+  readonly budgets: CredentialBudgets;
   /** Monotonic milliseconds (for round-trip times and budgets). */
   readonly now: () => number;
   /** The observer hub of a route and time model (started on first use). */

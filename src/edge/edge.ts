@@ -6,6 +6,7 @@ import type { EdgeConfig } from '../config/schema.js';
 import { TokenMint } from '../relay/tokens.js';
 import type { SessionStore } from '../store/session-store.js';
 import { openStore } from './store-setup.js';
+import { CredentialBudgets } from '../policy/budgets.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { EdgeMetrics } from '../telemetry/metrics.js';
 import { bearerCredential, credentialMatches, urlCarriesCredential } from '../transport/auth.js';
@@ -18,6 +19,8 @@ import { RelayDriver } from './relay-driver.js';
 import { RouteRuntime } from './route.js';
 import { SessionRegistry } from './session-registry.js';
 import { StreamRelay } from './stream-relay.js';
+import { startWebTransportEndpoint } from './webtransport-endpoint.js';
+import type { WebTransportListener } from '../transport/webtransport.js';
 import type { ChannelHub, HubContext } from '../fanout/channel-hub.js';
 import type { ObserverSession } from '../fanout/observer-session.js';
 import { WsStreamSink } from '../fanout/ws-stream-sink.js';
@@ -37,6 +40,8 @@ export class Edge {
   private draining = false;
   private timer: NodeJS.Timeout | undefined;
   private stopStore: () => void = () => undefined;
+  /** The `webtransport` stream endpoints, when configured. */
+  private webtransport: WebTransportListener | undefined;
 
   private constructor(
     readonly config: EdgeConfig,
@@ -59,10 +64,15 @@ export class Edge {
     const routes = config.routes.map((r) => new RouteRuntime(r, mint, refused));
     const metrics = options.metrics ?? new EdgeMetrics();
     const now = () => performance.now();
+    const budgets = new CredentialBudgets(config.budgets, now, (kind, budget, first) => {
+      metrics.rejections.labels('all', `budget_${kind}`).inc();
+      if (first) log.warn({ event: 'budget_exceeded', budget: kind, agent: budget.id }, 'an agent exceeded its budget');
+    });
     const ctx: EdgeContext = {
       config,
       log,
       metrics,
+      budgets,
       registry: new SessionRegistry(store),
       now,
       connections: new Set(),
@@ -86,6 +96,10 @@ export class Edge {
     const edge = new Edge(config, ctx, routes, server, admin);
     edge.stopStore = opened.stop;
     ref.edge = edge;
+    edge.webtransport = await startWebTransportEndpoint(ctx, routes, () => edge.draining).catch(async (err: unknown) => {
+      await edge.close(); // e.g. its port is taken: release what did start
+      throw err;
+    });
     // Timers of the observer hubs and their sessions (heartbeats, telemetry, linger, expiry).
     edge.timer = setInterval(() => {
       const t = now();
@@ -158,10 +172,12 @@ export class Edge {
         } else if (!credentialMatches(credential, route.config.agent_tokens)) {
           return refuse(401, 'invalid bearer credential');
         }
+        const budget = this.ctx.budgets.for(credential);
+        if (!budget.openConnection()) return refuse(429, 'this credential holds as many connections as its budget allows');
         return {
           accept: true,
           protocol: 'awp',
-          open: (conn) => new RelayDriver(this.ctx, route, conn, base),
+          open: (conn) => new RelayDriver(this.ctx, route, conn, base, budget),
         };
       }
       const index = route.worldEndpointIndex(req.path);
@@ -267,6 +283,7 @@ export class Edge {
     this.stopStore();
     for (const r of this.routes) for (const hub of [...r.allHubs()]) hub.shutdown();
     for (const c of [...this.ctx.connections]) c.terminate(1001, 'edge shutting down');
+    await this.webtransport?.close();
     this.ctx.registry.clear();
     await this.server.close();
     await this.admin.close();

@@ -3,13 +3,15 @@
  * socket, the upstream socket and the session store, in order.
  */
 import { Outbox } from '../fanout/outbox.js';
-import { RelayConnection, type RelayEffect } from '../relay/relay-connection.js';
+import { RelayConnection, type FrameRoute, type RelayEffect } from '../relay/relay-connection.js';
 import type { RelaySession } from '../relay/relay-session.js';
 import { isAwpMethod } from '../protocol/methods.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { redact } from '../telemetry/redact.js';
 import { dialUpstream, DialError, type UpstreamConnection } from '../transport/upstream.js';
 import { FencedError } from '../store/session-store.js';
+import { closeFor, type AgentBudget } from '../policy/budgets.js';
+import { CommandPacer } from '../policy/command-pacer.js';
 import type { ConnectionHandlers, ServerConnection } from '../transport/engine.js';
 import type { EdgeContext } from './context.js';
 import type { ObserverSession } from '../fanout/observer-session.js';
@@ -25,6 +27,7 @@ export class RelayDriver implements ConnectionHandlers {
   private readonly waiting: RelayEffect[] = [];
   private agentGone = false;
   private readonly frames: FrameMetrics;
+  private readonly commandFrames: FrameMetrics;
   /** Set once the connection carries an observer session: the hub's session takes its messages. */
   private observer: ObserverSession | null = null;
 
@@ -33,10 +36,12 @@ export class RelayDriver implements ConnectionHandlers {
     private readonly route: RouteRuntime,
     private readonly agent: ServerConnection,
     private readonly publicBase: string,
+    private readonly budget: AgentBudget,
   ) {
-    this.core = new RelayConnection(route.forConnection(publicBase));
+    this.core = new RelayConnection(route.forConnection(publicBase, budget));
     const t = ctx.config.transport;
     this.frames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'world_to_agent', ctx.now);
+    this.commandFrames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'agent_to_world', ctx.now);
     this.agentOut = new Outbox(agent, t.high_water_bytes, t.max_queued_bytes, this.frames);
     ctx.connections.add(this);
     ctx.metrics.agentConnections.labels(route.name, 'control').inc();
@@ -50,6 +55,12 @@ export class RelayDriver implements ConnectionHandlers {
   // ---------------------------------------------------------------- agent socket events
 
   message(data: string | Uint8Array, binary: boolean): void {
+    const over = this.budget.message(typeof data === 'string' ? data.length : data.byteLength);
+    if (over !== null) {
+      const { code, reason } = closeFor(over);
+      this.agent.close(code, reason);
+      return;
+    }
     if (this.observer !== null && !binary) {
       this.observer.fromAgent(data as string, this.ctx.now());
       return;
@@ -69,10 +80,46 @@ export class RelayDriver implements ConnectionHandlers {
 
   close(): void {
     this.agentGone = true;
+    clearTimeout(this.pacerTimer);
+    this.budget.closeConnection();
+    this.countSession(false);
     this.ctx.connections.delete(this);
     this.ctx.metrics.agentConnections.labels(this.route.name, 'control').dec();
     this.observer?.connectionLost(this.ctx.now());
     this.run(this.core.agentClosed());
+  }
+
+  private toUpstream(text: string, f?: FrameRoute): void {
+    if (this.upstreamOut?.push(text, false, f?.latest_wins === true ? f.channel_id : undefined) === 'overflow') {
+      this.upstream?.close(1008, 'send queue full');
+    }
+  }
+
+  private readonly pacer = new CommandPacer<{ text: string; frame: FrameRoute }>();
+  private pacerTimer: NodeJS.Timeout | undefined;
+
+  private schedulePacer(): void {
+    if (this.pacerTimer !== undefined) return;
+    const { next } = this.pacer.due(this.ctx.now());
+    if (next === undefined) return;
+    this.pacerTimer = setTimeout(() => {
+      this.pacerTimer = undefined;
+      const { frames } = this.pacer.due(this.ctx.now());
+      for (const f of frames) {
+        this.commandFrames.count(f.frame.channel, 'forwarded', f.text.length);
+        this.toUpstream(f.text, f.frame);
+      }
+      this.schedulePacer();
+    }, Math.max(0, next - this.ctx.now()));
+  }
+
+  /** Whether this connection's session counts against its credential's session budget. */
+  private counted = false;
+  private countSession(on: boolean): void {
+    if (on === this.counted) return;
+    this.counted = on;
+    if (on) this.budget.sessionStarted();
+    else this.budget.sessionEnded();
   }
 
   private observerConnection() {
@@ -119,11 +166,18 @@ export class RelayDriver implements ConnectionHandlers {
         }
         return;
       }
-      case 'to-upstream':
-        if (this.upstreamOut?.push(e.text, false, e.frame?.latest_wins ? e.frame.channel_id : undefined) === 'overflow') {
-          this.upstream?.close(1008, 'send queue full');
+      case 'to-upstream': {
+        const f = e.frame;
+        if (f?.latest_wins === true && f.rate_hz !== null) {
+          // The agent's command frames stay within the channel's granted rate, newest first (AWP-DAT-003).
+          const paced = this.pacer.offer(f.channel_id, f.rate_hz, ctx.now(), { text: e.text, frame: f });
+          if (paced === 'replaced') this.commandFrames.count(f.channel, 'replaced', e.text.length);
+          if (paced !== 'send') return this.schedulePacer();
+          this.commandFrames.count(f.channel, 'forwarded', e.text.length);
         }
+        this.toUpstream(e.text, f);
         return;
+      }
       case 'dial-upstream':
         return this.dial();
       case 'close-agent':
@@ -139,6 +193,7 @@ export class RelayDriver implements ConnectionHandlers {
         this.agentOut.flushAll(); // what the relay answered (initialize) goes first
         const hub = ctx.hubFor(this.route, mode);
         this.observer = hub.open(this.observerConnection(), e.id, e.params, e.initialize);
+        this.countSession(true);
         return;
       }
       case 'lookup-session': {
@@ -147,6 +202,7 @@ export class RelayDriver implements ConnectionHandlers {
           this.run(this.core.handOff());
           this.agentOut.flushAll();
           this.observer = obs.session;
+          this.countSession(true);
           obs.session.resume(this.observerConnection(), e.id, e.last_status_seq, ctx.now());
           ctx.metrics.resumes.labels(this.route.name, 'observer', 'resumed').inc();
           return;
@@ -167,18 +223,22 @@ export class RelayDriver implements ConnectionHandlers {
         return;
       }
       case 'session-created':
+        this.countSession(true);
         this.hold(ctx.registry.created(e.session), e.session);
         this.logSession(e.session, 'session_opened');
         return;
       case 'session-attached':
+        this.countSession(true);
         ctx.registry.attached(e.session);
         this.logSession(e.session, 'session_resumed');
         return;
       case 'session-detached':
+        this.countSession(false);
         ctx.registry.detached(e.session, Date.now());
         this.logSession(e.session, 'session_suspended');
         return;
       case 'session-ended':
+        this.countSession(false);
         ctx.registry.ended(e.session);
         this.logSession(e.session, 'session_ended', e.reason);
         return;

@@ -2,6 +2,8 @@ import type { RelayRoute } from '../relay/relay-connection.js';
 import type { StreamEndpoint } from '../relay/relay-session.js';
 import type { TokenMint } from '../relay/tokens.js';
 import type { RouteConfig } from '../config/schema.js';
+import type { AgentBudget } from '../policy/budgets.js';
+import { edgeError } from '../protocol/errors.js';
 import { ChannelHub, type HubContext } from '../fanout/channel-hub.js';
 import type { ObserverSession } from '../fanout/observer-session.js';
 
@@ -21,7 +23,7 @@ export class RouteRuntime {
     readonly config: RouteConfig,
     private readonly mint: TokenMint,
     /** Why new sessions cannot be stored now, or undefined (see the session store's health). */
-    private readonly sessionsRefused: () => string | undefined = () => undefined,
+    private readonly storeRefusal: () => string | undefined = () => undefined,
   ) {}
 
   get name(): string {
@@ -33,7 +35,7 @@ export class RouteRuntime {
   }
 
   /** The relay's view of this route for one agent connection (its public base URL for endpoints). */
-  forConnection(publicBase: string): RelayRoute {
+  forConnection(publicBase: string, budget?: AgentBudget): RelayRoute {
     return {
       name: this.config.name,
       manifestFor: (key) => this.manifests.get(key),
@@ -49,7 +51,14 @@ export class RouteRuntime {
       mintToken: () => this.mint.mint(),
       ownsToken: (token) => this.mint.owns(token),
       fanOutObservers: this.config.observers === 'fanout',
-      sessionsRefused: this.sessionsRefused,
+      admitSession: () => {
+        const store = this.storeRefusal();
+        if (store !== undefined) return edgeError('STORE_UNAVAILABLE', store);
+        if (budget !== undefined && !budget.canOpenSession()) {
+          return edgeError('BUDGET_EXCEEDED', 'this credential holds as many sessions as its budget allows');
+        }
+        return undefined;
+      },
     };
   }
 
@@ -83,8 +92,38 @@ export class RouteRuntime {
 
   /** The edge's stream endpoints for an observer: the edge relays no world endpoint, it serves them. */
   observerEndpoints(publicBase: string): StreamEndpoint[] {
-    return [{ binding: 'ws', url: `${publicBase}${this.streamPath}` }, { binding: 'inline' }];
+    return [
+      ...this.webtransportEndpoints(publicBase, [{ binding: 'ws' }]),
+      { binding: 'ws', url: `${publicBase}${this.streamPath}` },
+      { binding: 'inline' },
+    ];
   }
+
+  // ---- webtransport (src/edge/webtransport-endpoint.ts) ----
+  /** The port of the edge's WebTransport listener, once it listens; undefined when none is configured. */
+  private webtransportPort: number | undefined;
+
+  enableWebTransport(port: number): void {
+    this.webtransportPort = port;
+  }
+
+  /**
+   * A `webtransport` endpoint for each of the world's `ws` endpoints (same index, same paths), at the
+   * host agents reached the edge by and the listener's port; offered before `ws` (independent flow
+   * control per channel, AWP-ROB-006).
+   */
+  private webtransportEndpoints(publicBase: string, world: readonly StreamEndpoint[]): StreamEndpoint[] {
+    if (this.webtransportPort === undefined) return [];
+    const base = `https://${new URL(publicBase).hostname}:${this.webtransportPort}`;
+    const out: StreamEndpoint[] = [];
+    world.forEach((ep, i) => {
+      if (ep.binding !== 'ws') return;
+      const path = i === 0 ? this.streamPath : `${this.streamPath}/${i}`;
+      out.push({ ...ep, binding: 'webtransport', url: `${base}${path}` });
+    });
+    return out;
+  }
+  // ---- end webtransport ----
 
   /**
    * The edge's own `stream_endpoints`: each of the world's `ws` endpoints, relayed at the edge, in the
@@ -92,7 +131,7 @@ export class RouteRuntime {
    * upstream are not offered.
    */
   edgeEndpoints(publicBase: string, world: readonly StreamEndpoint[]): StreamEndpoint[] {
-    const out: StreamEndpoint[] = [];
+    const out: StreamEndpoint[] = this.webtransportEndpoints(publicBase, world);
     world.forEach((ep, i) => {
       if (ep.binding !== 'ws') return;
       const path = i === 0 ? this.streamPath : `${this.streamPath}/${i}`;

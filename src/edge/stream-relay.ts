@@ -6,6 +6,7 @@
 import { Outbox } from '../fanout/outbox.js';
 import { createFrameHeader, FrameError, peekFrame } from '../protocol/frame.js';
 import type { RelaySession } from '../relay/relay-session.js';
+import { CommandPacer } from '../policy/command-pacer.js';
 import type { ConnectionHandlers, ServerConnection } from '../transport/engine.js';
 import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
 import type { EdgeContext } from './context.js';
@@ -66,9 +67,35 @@ export class StreamRelay implements ConnectionHandlers {
     if (!binary) return this.end(1002, MALFORMED, 'agent sent a text message on a stream connection');
     const buf = data as Buffer;
     if (!this.valid(buf)) return this.end(1002, MALFORMED, 'agent sent a malformed frame');
-    if (this.upstreamOut.push(buf, true, this.latestWins()) === 'overflow') {
+    const channel = this.latestWins();
+    const rate = channel === undefined ? null : (this.session.channels.get(channel)?.rate_hz ?? null);
+    if (channel !== undefined && rate !== null) {
+      // Command frames within the channel's granted rate, the oldest waiting one dropped first.
+      const paced = this.pacer.offer(channel, rate, this.ctx.now(), buf);
+      if (paced !== 'send') return this.schedulePacer();
+    }
+    this.toWorld(buf, channel);
+  }
+
+  private toWorld(buf: Buffer, latestWinsChannel: number | undefined): void {
+    if (this.upstreamOut.push(buf, true, latestWinsChannel) === 'overflow') {
       this.end(1008, 'world stopped reading command frames');
     }
+  }
+
+  private readonly pacer = new CommandPacer<Buffer>();
+  private pacerTimer: NodeJS.Timeout | undefined;
+
+  private schedulePacer(): void {
+    if (this.pacerTimer !== undefined || this.done) return;
+    const { next } = this.pacer.due(this.ctx.now());
+    if (next === undefined) return;
+    this.pacerTimer = setTimeout(() => {
+      this.pacerTimer = undefined;
+      if (this.done) return;
+      for (const buf of this.pacer.due(this.ctx.now()).frames) this.toWorld(buf, peekFrame(buf, this.header).channel_id);
+      this.schedulePacer();
+    }, Math.max(0, next - this.ctx.now()));
   }
 
   drain(): void {
@@ -127,6 +154,7 @@ export class StreamRelay implements ConnectionHandlers {
   private end(code: number, reason: string, detail?: string): void {
     if (this.done) return;
     this.done = true;
+    clearTimeout(this.pacerTimer);
     this.unbind();
     if (detail !== undefined) this.ctx.log.info({ event: 'stream_closed', session_id: this.session.record.session_id, detail });
     this.upstreamOut.flushAll();

@@ -164,3 +164,18 @@ export function jsonRpcError(
 export function isRetryable(error: RpcErrorObject): boolean {
   return error.data?.retryable === true;
 }
+
+/**
+ * Errors the edge itself answers where the spec has no code: JSON-RPC reserves -32000..-32099 for
+ * implementation-defined server errors. All are retryable: they describe the edge's state, not the request.
+ */
+export const EDGE_ERROR_CODES = {
+  UPSTREAM_UNAVAILABLE: -32001,
+  MANIFEST_CHANGED: -32002,
+  STORE_UNAVAILABLE: -32003,
+  BUDGET_EXCEEDED: -32004,
+} as const;
+
+export function edgeError(name: keyof typeof EDGE_ERROR_CODES, detail: string): RpcErrorObject {
+  return { code: EDGE_ERROR_CODES[name], message: `AWP_EDGE_${name}`, data: { retryable: true, detail } };
+}

@@ -33,6 +33,7 @@ export function grantedChannels(table: ManifestChannels, granted: unknown): Map<
       name: g.channel,
       latest_wins: decl?.latest_wins ?? false,
       per_tick: g.rate_hz === null,
+      rate_hz: typeof g.rate_hz === 'number' ? g.rate_hz : null,
     });
   }
   return out;

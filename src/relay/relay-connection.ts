@@ -9,7 +9,7 @@
  *
  * Inputs are method calls; outputs are effects the I/O shell carries out in order.
  */
-import { awpError, type RpcErrorObject } from '../protocol/errors.js';
+import { awpError, edgeError, type RpcErrorObject } from '../protocol/errors.js';
 import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
 import { errorText, parseMessage, type JsonRpcId, type ParsedMessage } from '../protocol/jsonrpc.js';
 import type { RelaySessionRecord } from '../store/session-store.js';
@@ -33,8 +33,11 @@ export interface RelayRoute {
   ownsToken(token: string): boolean;
   /** Whether observer sessions are served by the edge's hub rather than relayed one to one. */
   readonly fanOutObservers: boolean;
-  /** Why new relay sessions cannot be stored now (an unreachable shared store), or undefined. */
-  sessionsRefused(): string | undefined;
+  /**
+   * Whether this connection may start a session now: undefined, or the error to answer with (an
+   * unreachable shared store, the credential's session budget).
+   */
+  admitSession(): RpcErrorObject | undefined;
 }
 
 export type RelayEffect =
@@ -66,6 +69,8 @@ export interface FrameRoute {
   readonly channel: string;
   readonly ts_mono_ns: number;
   readonly ts_send_ns: number | undefined;
+  /** The channel's granted rate, if any. */
+  readonly rate_hz: number | null;
 }
 
 type UpstreamState = 'none' | 'dialing' | 'handshake' | 'ready' | 'closed';
@@ -205,17 +210,16 @@ export class RelayConnection {
       this.toAgent(errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')));
       return;
     }
+    const refused = this.route.admitSession();
+    if (refused !== undefined) {
+      this.toAgent(errorText(id, refused));
+      return;
+    }
     const p = (params ?? {}) as Record<string, unknown>;
     if (this.route.fanOutObservers && p.embodiment === undefined && p.embodiments === undefined) {
       // Observers are served by the hub from one shared upstream session (AWP-EMB-004).
       this.stop();
       this.emit({ kind: 'observer-open', id, params: p, initialize: this.initializeParams });
-      return;
-    }
-    const refused = this.route.sessionsRefused();
-    if (refused !== undefined) {
-      // Never a session the store cannot hold: the agent could not resume it (and never silently memory).
-      this.toAgent(errorText(id, storeUnavailable(refused)));
       return;
     }
     const mode = p.mode;
@@ -228,6 +232,11 @@ export class RelayConnection {
   private agentResume(id: JsonRpcId, params: unknown, now: number): void {
     if (this.session !== null || this.opening) {
       this.toAgent(errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')));
+      return;
+    }
+    const refused = this.route.admitSession();
+    if (refused !== undefined) {
+      this.toAgent(errorText(id, refused));
       return;
     }
     const p = params as { session_token?: unknown; last_status_seq?: unknown } | undefined;
@@ -280,7 +289,7 @@ export class RelayConnection {
     this.resumeRequest = null;
     this.lookupPending = false;
     this.opening = false;
-    if (req !== null && !this.ended) this.toAgent(errorText(req.id, storeUnavailable(detail)));
+    if (req !== null && !this.ended) this.toAgent(errorText(req.id, edgeError('STORE_UNAVAILABLE', detail)));
     return this.flush();
   }
 
@@ -623,11 +632,7 @@ export class RelayConnection {
         const queued = parseMessage(text);
         if (queued.kind === 'request') {
           this.toAgent(
-            errorText(queued.id, {
-              code: -32002,
-              message: 'AWP_EDGE_MANIFEST_CHANGED',
-              data: { retryable: true, detail: "the world's manifest changed since initialize: reconnect and initialize again" },
-            }),
+            errorText(queued.id, edgeError('MANIFEST_CHANGED', "the world's manifest changed since initialize: reconnect and initialize again")),
           );
         }
       }
@@ -786,6 +791,7 @@ export class RelayConnection {
       channel: this.session.channels.get(id)?.name ?? 'unknown',
       ts_mono_ns: typeof p?.ts_mono_ns === 'number' ? p.ts_mono_ns : 0,
       ts_send_ns: typeof p?.ts_send_ns === 'number' ? p.ts_send_ns : undefined,
+      rate_hz: this.session.channels.get(id)?.rate_hz ?? null,
     };
   }
 
@@ -859,11 +865,6 @@ function numberOr(v: unknown, fallback: number): number {
   return typeof v === 'number' ? v : fallback;
 }
 
-function storeUnavailable(detail: string): RpcErrorObject {
-  return { code: -32003, message: 'AWP_EDGE_STORE_UNAVAILABLE', data: { retryable: true, detail } };
-}
-
 function upstreamUnavailable(detail: string): RpcErrorObject {
-  // JSON-RPC reserves -32000..-32099 for implementation-defined server errors.
-  return { code: -32001, message: 'AWP_EDGE_UPSTREAM_UNAVAILABLE', data: { retryable: true, detail } };
+  return edgeError('UPSTREAM_UNAVAILABLE', detail);
 }

@@ -18,6 +18,8 @@ export interface ChannelInfo {
   readonly latest_wins: boolean;
   /** `rate_hz: null` in lockstep: one frame per tick, never dropped (AWP-TIM-003). */
   readonly per_tick: boolean;
+  /** The granted rate (the agent's command frames are paced to it on latest-wins command channels). */
+  readonly rate_hz: number | null;
 }
 
 /**

@@ -34,7 +34,7 @@ function route(): RelayRoute {
     ownsToken: (t) => mint.owns(t),
     fanOutObservers: false,
     forgetManifests: () => undefined,
-    sessionsRefused: () => undefined,
+    admitSession: () => undefined,
   };
 }
 

@@ -53,7 +53,7 @@ function route(): RelayRoute & { manifests: Map<string, string> } {
     ownsToken: (t) => mint.owns(t),
     fanOutObservers: false,
     forgetManifests: () => undefined,
-    sessionsRefused: () => undefined,
+    admitSession: () => undefined,
   };
 }
 
@@ -230,10 +230,10 @@ describe('RelayConnection', () => {
     const f1 = note('obs.frame', { channel_id: 1, seq: 1, ts_mono_ns: 1, ts_send_ns: 2, flags: 1, payload_b64: '' });
     const f2 = note('obs.frame', { channel_id: 2, seq: 1, ts_mono_ns: 1, ts_send_ns: 2, flags: 1, payload_b64: '' });
     expect(c.fromUpstream(f1, 5)).toEqual([
-      { kind: 'to-agent', text: f1, frame: { channel_id: 1, latest_wins: true, channel: 'proprio', ts_mono_ns: 1, ts_send_ns: 2 } },
+      { kind: 'to-agent', text: f1, frame: { channel_id: 1, latest_wins: true, channel: 'proprio', ts_mono_ns: 1, ts_send_ns: 2, rate_hz: 100 } },
     ]);
     expect(c.fromUpstream(f2, 6)).toEqual([
-      { kind: 'to-agent', text: f2, frame: { channel_id: 2, latest_wins: false, channel: 'state', ts_mono_ns: 1, ts_send_ns: 2 } },
+      { kind: 'to-agent', text: f2, frame: { channel_id: 2, latest_wins: false, channel: 'state', ts_mono_ns: 1, ts_send_ns: 2, rate_hz: 10 } },
     ]);
   });
 
