@@ -200,6 +200,7 @@ const ROUTE_KEYS = [
   'agents',
   'observers',
   'hub_linger_ms',
+  'approvers',
 ];
 const AGENT_KEYS = ['tokens', 'tokens_env', 'tokens_file', 'allow_anonymous'];
 
@@ -290,7 +291,8 @@ function webtransportConfig(c: Checker, raw: unknown): WebTransportConfig | unde
   if (o === undefined) return undefined;
   c.known(o, 'webtransport', ['listen', 'cert_file', 'key_file']);
   const listen = c.address(o.listen, 'webtransport.listen');
-  if (o.listen === undefined) c.fail('webtransport.listen', 'required: HOST:PORT (HTTP/2 on TCP, and HTTP/3 on UDP where available)');
+  if (o.listen === undefined)
+    c.fail('webtransport.listen', 'required: HOST:PORT (HTTP/2 on TCP, and HTTP/3 on UDP where available)');
   const files: Record<'cert_file' | 'key_file', string | undefined> = { cert_file: undefined, key_file: undefined };
   for (const k of ['cert_file', 'key_file'] as const) {
     const file = c.str(o[k], `webtransport.${k}`);
@@ -399,6 +401,10 @@ function routeConfig(
     c.fail(join(prefix, 'agents.allow_anonymous'), `anonymous agents are only allowed when listening on loopback, not ${listen.host} (AWP-SEC-002)`);
   }
   const observers = c.oneOf(o.observers, join(prefix, 'observers'), ['fanout', 'relay'] as const) ?? 'fanout';
+  const approversRaw = c.obj(o.approvers, join(prefix, 'approvers')) ?? {};
+  c.known(approversRaw, join(prefix, 'approvers'), ['tokens', 'tokens_env', 'tokens_file']);
+  const approverTokens = splitTokens(c.secret({ ...approversRaw, tokens: undefined }, join(prefix, 'approvers'), 'tokens', env) ?? '');
+  if (Array.isArray(approversRaw.tokens)) approverTokens.push(...(approversRaw.tokens as unknown[]).filter((t): t is string => typeof t === 'string'));
   const linger = c.int(o.hub_linger_ms, join(prefix, 'hub_linger_ms'), 0, 3_600_000) ?? 5_000;
   if (path === undefined || upstream === undefined || name === undefined || agents === undefined) return undefined;
   return {
@@ -410,6 +416,7 @@ function routeConfig(
     allow_anonymous: agents.allow_anonymous,
     observers,
     hub_linger_ms: linger,
+    approver_tokens: approverTokens,
   };
 }
 

@@ -22,6 +22,11 @@ export interface RouteConfig {
   readonly observers: 'fanout' | 'relay';
   /** How long an observer hub keeps its upstream session after the last observer left. */
   readonly hub_linger_ms: number;
+  /**
+   * Approver credentials (AWP-APR-005): a connection presenting one is relayed with that same
+   * credential upstream, so the world authorises the approver itself, never the edge's credential.
+   */
+  readonly approver_tokens: readonly string[];
 }
 
 export interface TimingConfig {

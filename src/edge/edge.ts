@@ -96,10 +96,12 @@ export class Edge {
     const edge = new Edge(config, ctx, routes, server, admin);
     edge.stopStore = opened.stop;
     ref.edge = edge;
-    edge.webtransport = await startWebTransportEndpoint(ctx, routes, () => edge.draining).catch(async (err: unknown) => {
-      await edge.close(); // e.g. its port is taken: release what did start
-      throw err;
-    });
+    edge.webtransport = await startWebTransportEndpoint(ctx, routes, () => edge.draining).catch(
+      async (err: unknown) => {
+        await edge.close(); // e.g. its port is taken: release what did start
+        throw err;
+      },
+    );
     // Timers of the observer hubs and their sessions (heartbeats, telemetry, linger, expiry).
     edge.timer = setInterval(() => {
       const t = now();
@@ -167,9 +169,10 @@ export class Edge {
     const base = this.publicBase(req);
     for (const route of this.routes) {
       if (req.path === route.config.path) {
+        const approver = credential !== undefined && credentialMatches(credential, route.config.approver_tokens);
         if (credential === undefined) {
           if (!route.config.allow_anonymous) return refuse(401, 'missing bearer credential');
-        } else if (!credentialMatches(credential, route.config.agent_tokens)) {
+        } else if (!approver && !credentialMatches(credential, route.config.agent_tokens)) {
           return refuse(401, 'invalid bearer credential');
         }
         const budget = this.ctx.budgets.for(credential);
@@ -177,7 +180,7 @@ export class Edge {
         return {
           accept: true,
           protocol: 'awp',
-          open: (conn) => new RelayDriver(this.ctx, route, conn, base, budget),
+          open: (conn) => new RelayDriver(this.ctx, route, conn, base, budget, approver ? credential : undefined),
         };
       }
       const index = route.worldEndpointIndex(req.path);

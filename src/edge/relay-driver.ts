@@ -37,8 +37,10 @@ export class RelayDriver implements ConnectionHandlers {
     private readonly agent: ServerConnection,
     private readonly publicBase: string,
     private readonly budget: AgentBudget,
+    /** An approver's own credential, presented upstream in place of the edge's (AWP-APR-005). */
+    private readonly approverCredential?: string,
   ) {
-    this.core = new RelayConnection(route.forConnection(publicBase, budget));
+    this.core = new RelayConnection(route.forConnection(publicBase, budget, approverCredential !== undefined));
     const t = ctx.config.transport;
     this.frames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'world_to_agent', ctx.now);
     this.commandFrames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'agent_to_world', ctx.now);
@@ -244,8 +246,10 @@ export class RelayDriver implements ConnectionHandlers {
         return;
       case 'journal-append': {
         const session = e.session;
-        const last = e.entries.at(-1)!.status_seq;
-        ctx.registry.store.append(session.token, session.fence, e.entries).then(
+        const entries = session.journal.notDurable();
+        if (entries.length === 0) return;
+        const last = entries.at(-1)!.status_seq;
+        ctx.registry.store.append(session.token, session.fence, entries).then(
           () => session.journal.markDurable(last),
           (err: unknown) => this.storeWriteFailed(err),
         );
@@ -316,7 +320,7 @@ export class RelayDriver implements ConnectionHandlers {
     dialUpstream(
       {
         url: cfg.upstream,
-        credential: cfg.upstream_token,
+        credential: this.approverCredential ?? cfg.upstream_token,
         connectTimeoutMs: t.timing.upstream_connect_timeout_ms,
         maxMessageBytes: t.transport.max_message_bytes,
         pingIntervalMs: t.timing.hop_ping_interval_ms,

@@ -35,7 +35,7 @@ export class RouteRuntime {
   }
 
   /** The relay's view of this route for one agent connection (its public base URL for endpoints). */
-  forConnection(publicBase: string, budget?: AgentBudget): RelayRoute {
+  forConnection(publicBase: string, budget?: AgentBudget, approver = false): RelayRoute {
     return {
       name: this.config.name,
       manifestFor: (key) => this.manifests.get(key),
@@ -50,7 +50,8 @@ export class RouteRuntime {
       edgeEndpoints: (world) => this.edgeEndpoints(publicBase, world),
       mintToken: () => this.mint.mint(),
       ownsToken: (token) => this.mint.owns(token),
-      fanOutObservers: this.config.observers === 'fanout',
+      fanOutObservers: this.config.observers === 'fanout' && !approver,
+      approver,
       admitSession: () => {
         const store = this.storeRefusal();
         if (store !== undefined) return edgeError('STORE_UNAVAILABLE', store);

@@ -15,17 +15,36 @@ export async function openStore(
   mint: TokenMint,
   log: Logger,
 ): Promise<{ store: SessionStore; epochReady: () => boolean; stop: () => void }> {
-  if (config.kind === 'memory') return { store: new MemorySessionStore(), epochReady: () => true, stop: () => undefined };
+  if (config.kind === 'memory')
+    return { store: new MemorySessionStore(), epochReady: () => true, stop: () => undefined };
   const store = new RedisSessionStore({ url: config.url, keyPrefix: config.key_prefix });
-  let known = false;
+  // The epoch is re-read on every poll, not only until first known: a Redis that lost its data
+  // (restarted without persistence) gets a new epoch from the first replica to ask, and every replica
+  // adopts it, so tokens of the lost sessions are answered AWP_SESSION_UNKNOWN (AWP-SES-008).
+  let current: Buffer | null = null;
+  let syncing = false;
   const sync = async (): Promise<void> => {
-    if (known || !store.healthy()) return;
+    if (syncing || !store.healthy()) return;
+    syncing = true;
     try {
-      mint.setEpoch(await store.epoch());
-      known = true;
-      log.info({ event: 'store_ready', store: 'redis', target: store.target }, 'session store reachable');
+      const epoch = await store.epoch();
+      if (current === null) {
+        log.info({ event: 'store_ready', store: 'redis', target: store.target }, 'session store reachable');
+      } else if (!epoch.equals(current)) {
+        log.warn(
+          { event: 'store_epoch_changed', store: 'redis', target: store.target },
+          'the session store lost its data: the sessions it held are gone (their tokens are now unknown)',
+        );
+      }
+      mint.setEpoch(epoch);
+      current = epoch;
     } catch (err) {
-      log.error({ event: 'store_unavailable', target: store.target, err: (err as Error).message }, 'session store unavailable');
+      log.error(
+        { event: 'store_unavailable', target: store.target, err: (err as Error).message },
+        'session store unavailable',
+      );
+    } finally {
+      syncing = false;
     }
   };
   if (await store.whenReady(STARTUP_WAIT_MS)) await sync();
@@ -37,5 +56,5 @@ export async function openStore(
   }
   const timer = setInterval(() => void sync(), EPOCH_POLL_MS);
   timer.unref();
-  return { store, epochReady: () => known, stop: () => clearInterval(timer) };
+  return { store, epochReady: () => current !== null, stop: () => clearInterval(timer) };
 }

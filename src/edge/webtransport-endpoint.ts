@@ -48,7 +48,11 @@ export async function startWebTransportEndpoint(
   });
   for (const r of routes) r.enableWebTransport(listener.port);
   ctx.log.info(
-    { event: 'webtransport_listening', listen: `${wt.listen.host}:${listener.port}`, transports: listener.transports },
+    {
+      event: 'webtransport_listening',
+      listen: `${wt.listen.host}:${listener.port}`,
+      transports: listener.transports,
+    },
     'webtransport stream endpoints enabled',
   );
   return listener;
@@ -60,7 +64,8 @@ async function decide(
   draining: () => boolean,
   req: WebTransportRequest,
 ): Promise<WebTransportDecision> {
-  if (urlCarriesCredential(req.query)) return refuse(400, 'credentials must not appear in URLs (AWP-SEC-006)');
+  if (urlCarriesCredential(req.query))
+    return refuse(400, 'credentials must not appear in URLs (AWP-SEC-006)');
   if (!req.protocols.includes(AWP_PROTOCOL)) return refuse(400, 'offer the protocol "awp"');
   if (draining()) return refuse(503, 'this edge is draining');
   const token = bearerCredential(req.header('authorization'), req.protocols);
@@ -75,13 +80,20 @@ async function decide(
       return refuse(401, 'the token names no session with a live control connection here');
     }
     const endpoint = session.upstreamEndpoints[index];
-    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string') return refuse(404, 'no such stream endpoint');
-    const maxFrame = Math.min(endpoint.max_frame_bytes ?? DEFAULT_MAX_FRAME_BYTES, ctx.config.transport.max_message_bytes);
+    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string')
+      return refuse(404, 'no such stream endpoint');
+    const maxFrame = Math.min(
+      endpoint.max_frame_bytes ?? DEFAULT_MAX_FRAME_BYTES,
+      ctx.config.transport.max_message_bytes,
+    );
     let relay: WebTransportRelay;
     try {
       relay = await WebTransportRelay.open(ctx, session, endpoint.url, maxFrame);
     } catch (err) {
-      return refuse(502, `the world's stream endpoint is unavailable: ${err instanceof DialError ? err.message : String(err)}`);
+      return refuse(
+        502,
+        `the world's stream endpoint is unavailable: ${err instanceof DialError ? err.message : String(err)}`,
+      );
     }
     return {
       accept: true,
@@ -123,7 +135,8 @@ function observerStream(
       readIncomingStreams(wt, {
         chunk: (stream, data) => {
           let splitter = splitters.get(stream);
-          if (splitter === undefined) splitters.set(stream, (splitter = new FrameSplitter(t.max_message_bytes)));
+          if (splitter === undefined)
+            splitters.set(stream, (splitter = new FrameSplitter(t.max_message_bytes)));
           try {
             for (const buf of splitter.push(data)) peekFrame(buf);
           } catch (err) {
@@ -134,6 +147,13 @@ function observerStream(
         end: (stream) => {
           if ((splitters.get(stream)?.pending ?? 0) > 0) malformed();
           splitters.delete(stream);
+        },
+        datagram: (data) => {
+          try {
+            peekFrame(data);
+          } catch {
+            malformed();
+          }
         },
       });
     },

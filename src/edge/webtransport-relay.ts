@@ -23,6 +23,7 @@ export class WebTransportRelay {
   private upstreamOut!: Outbox;
   private upstream!: UpstreamConnection;
   private readonly early: Buffer[] = [];
+  private earlyBytes = 0;
   private readonly header = createFrameHeader();
   private readonly splitters = new Map<object, FrameSplitter>();
   private unbind: () => void = () => undefined;
@@ -36,7 +37,12 @@ export class WebTransportRelay {
   ) {}
 
   /** Dials the world's stream endpoint before the agent's session is accepted (a failure refuses it). */
-  static async open(ctx: EdgeContext, session: RelaySession, url: string, maxFrameBytes: number): Promise<WebTransportRelay> {
+  static async open(
+    ctx: EdgeContext,
+    session: RelaySession,
+    url: string,
+    maxFrameBytes: number,
+  ): Promise<WebTransportRelay> {
     const relay = new WebTransportRelay(ctx, session, maxFrameBytes);
     const c = ctx.config;
     relay.upstream = await dialUpstream(
@@ -53,7 +59,11 @@ export class WebTransportRelay {
         close: () => relay.end(1001, 'world stream connection closed'),
       },
     );
-    relay.upstreamOut = new Outbox(relay.upstream, c.transport.high_water_bytes, c.transport.max_queued_bytes);
+    relay.upstreamOut = new Outbox(
+      relay.upstream,
+      c.transport.high_water_bytes,
+      c.transport.max_queued_bytes,
+    );
     relay.unbind = ctx.registry.bind(session.token, relay);
     return relay;
   }
@@ -76,6 +86,7 @@ export class WebTransportRelay {
     readIncomingStreams(agent, {
       chunk: (stream, data) => this.fromAgent(stream, data),
       end: (stream) => this.agentStreamEnded(stream),
+      datagram: (data) => this.datagramFromAgent(data),
     });
     for (const buf of this.early.splice(0)) this.fromWorld(buf, true);
   }
@@ -95,13 +106,15 @@ export class WebTransportRelay {
   private fromAgent(stream: object, data: Uint8Array): void {
     if (this.done) return;
     let splitter = this.splitters.get(stream);
-    if (splitter === undefined) this.splitters.set(stream, (splitter = new FrameSplitter(this.maxFrameBytes)));
+    if (splitter === undefined)
+      this.splitters.set(stream, (splitter = new FrameSplitter(this.maxFrameBytes)));
     let frames: Buffer[];
     try {
       frames = splitter.push(data);
     } catch (err) {
       if (err instanceof FrameTooLarge) return this.end(1009, 'frame exceeds max_frame_bytes', err.message);
-      if (err instanceof FrameError) return this.end(1002, MALFORMED, `agent sent a malformed frame: ${err.message}`);
+      if (err instanceof FrameError)
+        return this.end(1002, MALFORMED, `agent sent a malformed frame: ${err.message}`);
       throw err;
     }
     for (const buf of frames) {
@@ -109,6 +122,16 @@ export class WebTransportRelay {
       if (this.upstreamOut.push(buf, true, this.latestWins()) === 'overflow') {
         return this.end(1008, 'world stopped reading command frames');
       }
+    }
+  }
+
+  /** A datagram holds exactly one frame (a frame too large for one goes on a stream, spec 1.3). */
+  private datagramFromAgent(data: Uint8Array): void {
+    if (this.done) return;
+    const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    if (!this.valid(buf)) return this.end(1002, MALFORMED, 'agent sent a malformed frame in a datagram');
+    if (this.upstreamOut.push(buf, true, this.latestWins()) === 'overflow') {
+      this.end(1008, 'world stopped reading command frames');
     }
   }
 
@@ -139,6 +162,9 @@ export class WebTransportRelay {
     const buf = data as Buffer;
     if (this.streams === null) {
       this.early.push(buf);
+      this.earlyBytes += buf.length;
+      if (this.earlyBytes > this.ctx.config.transport.max_queued_bytes)
+        this.end(1008, 'agent did not complete its session');
       return;
     }
     if (this.streams.push(this.header.channel_id, buf, this.latestWins() !== undefined) === 'overflow') {
@@ -170,7 +196,12 @@ export class WebTransportRelay {
     this.done = true;
     this.unbind();
     if (detail !== undefined) {
-      this.ctx.log.info({ event: 'stream_closed', binding: 'webtransport', session_id: this.session.record.session_id, detail });
+      this.ctx.log.info({
+        event: 'stream_closed',
+        binding: 'webtransport',
+        session_id: this.session.record.session_id,
+        detail,
+      });
     }
     this.upstreamOut.flushAll();
     this.upstream.close(code === 1002 ? 1000 : 1001, 'agent side of the stream closed');

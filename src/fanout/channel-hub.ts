@@ -115,7 +115,7 @@ export class ChannelHub {
       manifestJson: () => JSON.stringify(up.manifest ?? {}),
       channelDecl: (name) => up.channels.get(name),
       upstreamGrant: (name) => up.grants.get(name),
-      sessionNow: (nowMs) => up.clock.sessionNow(Math.round(nowMs * 1e6)),
+      sessionNow: (nowMs) => up.sessionNow(Math.round(nowMs * 1e6)),
       readyFields: () => ({
         heartbeat_interval_ms: up.heartbeat_interval_ms,
         reconnect_window_ms: up.reconnect_window_ms,
@@ -347,6 +347,7 @@ export class ChannelHub {
     }
     buf[5] = buf[5]! & 0x0f; // senders zero reserved flag bits (AWP-DAT-005)
     const h = this.header;
+    if (h.has_tick) this.upstream.observeStamp(h.tick, h.ts_mono_ns);
     this.fanOut({
       buf,
       channel_id: h.channel_id,

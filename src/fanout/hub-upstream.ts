@@ -66,7 +66,9 @@ export class HubUpstream {
   heartbeat_interval_ms = 5000;
   reconnect_window_ms = 30000;
   clock_anchor: string | undefined;
+  /** Lockstep: the world's current tick and simulated clock, as its stamps show them (AWP-TIM-013). */
   tick: number | undefined;
+  simNow: number | undefined;
   readonly clock = new ClockEstimate();
   /** Highest status_seq of the hub's session seen (acknowledged in its pings and on resume). */
   private lastSeq = 0;
@@ -192,8 +194,24 @@ export class HubUpstream {
     return this.flush();
   }
 
+  /**
+   * The upstream session clock now: in streaming the offset estimate from the hub's pings; in lockstep
+   * simulated time, which moves only with advances, so the newest stamp the world sent (AWP-TIM-013).
+   */
+  sessionNow(localNs: number): number | undefined {
+    return this.mode === 'lockstep' ? this.simNow : this.clock.sessionNow(localNs);
+  }
+
+  /** Lockstep: follows the world's tick and simulated clock in what it stamps (reset may move them back). */
+  observeStamp(tick: unknown, ts_mono_ns: unknown): void {
+    if (this.mode !== 'lockstep') return;
+    if (typeof tick === 'number') this.tick = tick;
+    if (typeof ts_mono_ns === 'number' && (this.simNow === undefined || ts_mono_ns > this.simNow)) this.simNow = ts_mono_ns;
+  }
+
   private notification(method: string, params: unknown, text: string): void {
     const p = (params ?? {}) as Record<string, unknown>;
+    this.observeStamp(p.tick, p.ts_mono_ns);
     if (method === 'obs.frame') {
       this.out.push({ kind: 'frame', params: p });
       return;
@@ -243,6 +261,7 @@ export class HubUpstream {
         if (typeof r.reconnect_window_ms === 'number') this.reconnect_window_ms = r.reconnect_window_ms;
         if (typeof r.clock_anchor === 'string') this.clock_anchor = r.clock_anchor;
         if (typeof r.tick === 'number') this.tick = r.tick;
+        this.observeStamp(r.tick, undefined);
         this.adoptGrants((r.granted as { channels?: unknown } | undefined)?.channels);
         this.phase = 'ready';
         this.lastPingAt = -Infinity;
@@ -254,6 +273,7 @@ export class HubUpstream {
         const r = result as { receive_ns?: unknown; transmit_ns?: unknown };
         if (ok && typeof r.receive_ns === 'number' && typeof r.transmit_ns === 'number') {
           this.clock.add(Math.round(p.sent_at * 1e6), r.receive_ns, r.transmit_ns, Math.round(now * 1e6));
+          this.observeStamp(undefined, r.transmit_ns);
         }
         return;
       }

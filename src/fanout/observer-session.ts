@@ -198,8 +198,8 @@ export class ObserverSession {
       case 'session.resume':
         return this.send(errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')));
       case 'session.close':
-        this.close('session_closed', now);
-        return this.send(JSON.stringify({ jsonrpc: '2.0', id, result: {} }));
+        // The result follows `session.state: closed` (AWP-SES-011), before the session lets go of the connection.
+        return this.close('session_closed', now, 1000, 'session closed', JSON.stringify({ jsonrpc: '2.0', id, result: {} }));
       case 'obs.subscribe':
         return this.subscribe(id, p);
       case 'obs.unsubscribe':
@@ -429,16 +429,16 @@ export class ObserverSession {
     this.host.note('suspended', reason);
   }
 
-  close(reason: string, now: number, code = 1000, closeReason = 'session closed'): void {
+  close(reason: string, now: number, code = 1000, closeReason = 'session closed', finalText?: string): void {
     if (this.state === 'closed') return;
     const wasAttached = this.conn !== null;
     if (wasAttached) this.notify('session.state', { state: 'closed', ts_mono_ns: this.clock(now), reason });
+    if (finalText !== undefined) this.send(finalText);
     this.state = 'closed';
     this.sub?.closeStream(1000, 'session closed');
-    if (code !== 1000 && this.conn !== null) {
-      this.sub?.control.flushAll();
-      this.conn.close(code, closeReason);
-    }
+    // Nothing drains this outbox once the session lets go of it: hand the last messages to the engine.
+    this.sub?.control.flushAll();
+    if (code !== 1000 && this.conn !== null) this.conn.close(code, closeReason);
     this.conn = null;
     this.sub = null;
     this.host.note('closed', reason);

@@ -56,6 +56,11 @@ export class Outbox {
     return this.fifoBytes + slotBytes;
   }
 
+  /** Whether a latest-wins frame of the channel is waiting in its slot. */
+  holds(latestWinsChannel: number): boolean {
+    return this.slots.has(latestWinsChannel);
+  }
+
   get idle(): boolean {
     return this.head === this.fifo.length && this.slots.size === 0;
   }

@@ -23,6 +23,8 @@ export interface SubscribedChannel {
 export interface StreamSink {
   /** Writes one frame; `latestWins` lets a newer frame on the channel replace it while waiting. */
   push(frame: HubFrame, latestWins: boolean, note: FrameNote): 'sent' | 'queued' | 'replaced' | 'overflow';
+  /** Whether a latest-wins frame of the channel is still waiting to be written (absent: never). */
+  holds?(channel_id: number): boolean;
   close(code: number, reason: string): void;
 }
 
@@ -40,6 +42,8 @@ interface ChannelState {
    * must be a keyframe carrying `resync`, so deltas wait for one (AWP-DAT-009, AWP-TRN-010/012, AWP-OBS-004).
    */
   restart: boolean;
+  /** The restart's resync frame may still wait in a latest-wins slot: whatever replaces it carries resync on. */
+  resyncWaiting: boolean;
 }
 
 export class Subscriber {
@@ -76,8 +80,10 @@ export class Subscriber {
    */
   subscribe(sub: SubscribedChannel, fromSeq = -1): void {
     const old = this.channels.get(sub.channel_id);
-    const rate = sub.per_tick ? null : sub.rate_hz;
-    const sameRate = old !== undefined && (old.sub.per_tick ? null : old.sub.rate_hz) === rate;
+    // Only latest-wins channels are downsampled: dropping a reliable or per-tick frame would be loss (AWP-DAT-002).
+    const gated = (c: SubscribedChannel) => (c.latest_wins && !c.per_tick ? c.rate_hz : null);
+    const rate = gated(sub);
+    const sameRate = old !== undefined && gated(old.sub) === rate;
     this.channels.set(sub.channel_id, {
       sub,
       gate: sameRate ? old.gate : RateGate.forRate(rate),
@@ -85,6 +91,7 @@ export class Subscriber {
       pipeline: old?.pipeline ?? new LatencyWindow(),
       down: old?.down ?? false,
       restart: old?.restart ?? true,
+      resyncWaiting: old?.resyncWaiting ?? false,
     });
   }
 
@@ -105,6 +112,7 @@ export class Subscriber {
     for (const c of this.channels.values()) {
       c.down = false;
       c.restart = true;
+      c.resyncWaiting = false;
     }
   }
 
@@ -128,6 +136,7 @@ export class Subscriber {
     for (const c of this.channels.values()) {
       c.down = false;
       c.restart = true;
+      c.resyncWaiting = false;
     }
   }
 
@@ -140,24 +149,38 @@ export class Subscriber {
     if (c === undefined) return 'held';
     if (frame.seq <= c.lastSeq) return 'stale';
     if (c.down || (this.streamed && this.stream === null)) return 'held';
+    const latestWins = c.sub.latest_wins && !c.sub.per_tick;
+    const keyframe = (frame.flags & FLAG_KEYFRAME) !== 0;
     if (c.restart) {
       // Deltas before the restart's keyframe are skipped: the gap before a resync is not loss.
-      if ((frame.flags & FLAG_KEYFRAME) === 0) return 'held';
+      if (!keyframe) return 'held';
       frame = asResync(frame);
       c.restart = false;
+      c.resyncWaiting = latestWins;
       c.gate.pass(frame.ts_mono_ns); // the restart frame counts against the granted rate (AWP-DAT-003)
     } else if (!start && !c.gate.pass(frame.ts_mono_ns)) {
       return 'downsampled';
+    } else if (c.resyncWaiting) {
+      if (this.slotHolds(frame.channel_id)) {
+        // It would replace the unsent resync frame: it carries the resync on (AWP-DAT-009, AWP-TRN-012).
+        if (!keyframe) return 'held';
+        frame = asResync(frame);
+      } else {
+        c.resyncWaiting = false;
+      }
     }
     c.lastSeq = frame.seq;
     if (frame.ts_send_ns !== undefined) c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
-    const latestWins = c.sub.latest_wins && !c.sub.per_tick;
     if (this.stream !== null) {
       return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
     }
     return this.control.push(inlineText(frame), false, latestWins ? frame.channel_id : undefined, note) === 'overflow'
       ? 'overflow-control'
       : 'forwarded';
+  }
+
+  private slotHolds(channel_id: number): boolean {
+    return this.stream !== null ? (this.stream.holds?.(channel_id) ?? false) : this.control.holds(channel_id);
   }
 
   /** Pipeline latency of what this observer received in the window, by channel id (AWP-TIM-006). */

@@ -23,6 +23,10 @@ export class WsStreamSink implements StreamSink {
     return this.out.push(frame.buf, true, latestWins ? frame.channel_id : undefined, note);
   }
 
+  holds(channel_id: number): boolean {
+    return this.out.holds(channel_id);
+  }
+
   drain(): void {
     this.out.drain();
   }

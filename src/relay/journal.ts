@@ -101,6 +101,14 @@ export class ReplayJournal {
     return out;
   }
 
+  /**
+   * Entries not yet durable, in order: what the next store write carries. Writing the whole tail (the
+   * store ignores what it already holds) closes any gap a failed write left.
+   */
+  notDurable(): JournalEntry[] {
+    return this.entries.filter((e) => e.status_seq > this.durable);
+  }
+
   /** Every entry held (for persistence and inspection). */
   held(): readonly JournalEntry[] {
     return this.entries;

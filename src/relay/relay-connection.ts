@@ -38,6 +38,11 @@ export interface RelayRoute {
    * unreachable shared store, the credential's session budget).
    */
   admitSession(): RpcErrorObject | undefined;
+  /**
+   * This connection authenticated as an approver (deployment-configured, AWP-APR-005): it receives
+   * `safety.approval_requested` and may answer `safety.approval.respond`; agents may do neither.
+   */
+  readonly approver: boolean;
 }
 
 export type RelayEffect =
@@ -79,7 +84,14 @@ interface Pending {
   readonly method: string;
   readonly sent_at: number;
   /** For session.resume: the agent's last_status_seq and what the edge asked the world to replay after. */
-  readonly resume?: { readonly agentLast: number; readonly upstreamAfter: number; readonly session: RelaySession };
+  readonly resume?: {
+    readonly agentLast: number;
+    readonly upstreamAfter: number;
+    readonly session: RelaySession;
+    /** What the edge replays itself, taken when the resume went upstream: acknowledgements the agent
+     *  sends before the result (e.g. in a ping) must not trim what this resume still owes it. */
+    readonly replay: readonly string[];
+  };
 }
 
 /** Ids of the edge's own requests upstream: a namespace agents' ids cannot collide with in practice. */
@@ -163,6 +175,14 @@ export class RelayConnection {
         case 'action.submit':
           if (!this.admit(msg.id, msg.params, now)) return;
           break;
+        case 'safety.approval.respond':
+          if (!this.route.approver) {
+            // An agent never reaches approver power through the edge's credential (AWP-APR-007).
+            this.toAgent(errorText(msg.id, awpError('AWP_FORBIDDEN', 'this connection is not an approver')));
+            this.emit({ kind: 'rejected', reason: 'not_an_approver' });
+            return;
+          }
+          break;
         case 'world.manifest':
           if (this.upstream === 'none' && this.deferredInitialize !== null) {
             this.toAgent(`{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":${this.deferredInitialize.answered}}`);
@@ -192,7 +212,9 @@ export class RelayConnection {
   private agentInitialize(id: JsonRpcId, params: unknown, text: string, now: number): void {
     this.initializeParams = (params ?? undefined) as Record<string, unknown> | undefined;
     const key = JSON.stringify(params ?? null);
-    const cached = this.upstream === 'none' ? this.route.manifestFor(key) : undefined;
+    // An approver must reach the world at once: it opens no session, and the world only sends approval
+    // requests to connections it knows (AWP-APR-007).
+    const cached = this.upstream === 'none' && !this.route.approver ? this.route.manifestFor(key) : undefined;
     if (cached !== undefined) {
       // Sessionless connections (observers-to-be, probes) cost the world nothing; the agent's own
       // initialize is sent upstream, unchanged, if and when this connection opens a relay session.
@@ -322,7 +344,7 @@ export class RelayConnection {
       this.pending.set(key(req.id), {
         method: 'session.resume',
         sent_at: req.now,
-        resume: { agentLast: req.agentLast, upstreamAfter: after, session },
+        resume: { agentLast: req.agentLast, upstreamAfter: after, session, replay: session.journal.replay(req.agentLast, after) },
       });
       this.toUpstream(
         JSON.stringify({
@@ -698,7 +720,7 @@ export class RelayConnection {
     this.adoptReady(session, ready);
     this.toAgent(this.rewriteReady(msg.id, ready, session));
     // Replay from the journal what the world was told the edge holds; the world replays the rest.
-    const replay = session.journal.replay(resume.agentLast, resume.upstreamAfter);
+    const replay = resume.replay;
     for (const t of replay) this.toAgent(t);
     this.delivered = Math.max(resume.agentLast, resume.upstreamAfter);
     this.emit({ kind: 'resumed', session, replayed: replay.length });
@@ -750,8 +772,9 @@ export class RelayConnection {
       case 'session.state':
         return this.sequenced(method, params, text);
       case 'safety.approval_requested':
-        // Approval traffic never reaches agents (AWP-APR-007).
-        this.emit({ kind: 'dropped', what: method, detail: 'approval requests are not forwarded to agents' });
+        // Approval traffic never reaches agents (AWP-APR-007), only approver connections.
+        if (this.route.approver) this.toAgent(text);
+        else this.emit({ kind: 'dropped', what: method, detail: 'approval requests are not forwarded to agents' });
         return;
       default:
         this.toAgent(text);

@@ -1,5 +1,11 @@
 import type { JournalEntry } from '../relay/journal.js';
-import { FencedError, type RelaySessionRecord, type SessionStore, type StoredSession } from './session-store.js';
+import {
+  FencedError,
+  JournalGapError,
+  type RelaySessionRecord,
+  type SessionStore,
+  type StoredSession,
+} from './session-store.js';
 
 interface Held {
   record: RelaySessionRecord;
@@ -19,7 +25,9 @@ export class MemorySessionStore implements SessionStore {
 
   get(edge_token: string): Promise<StoredSession | null> {
     const held = this.sessions.get(edge_token);
-    return Promise.resolve(held ? { record: { ...held.record }, journal: [...held.journal], fence: held.fence } : null);
+    return Promise.resolve(
+      held ? { record: { ...held.record }, journal: [...held.journal], fence: held.fence } : null,
+    );
   }
 
   claim(edge_token: string): Promise<number | null> {
@@ -31,8 +39,17 @@ export class MemorySessionStore implements SessionStore {
 
   append(edge_token: string, fence: number, entries: readonly JournalEntry[]): Promise<void> {
     return this.write(edge_token, fence, (held) => {
-      const last = held.journal.at(-1)?.status_seq ?? held.record.agent_ack;
-      for (const e of entries) if (e.status_seq > last) held.journal.push(e);
+      const last = Math.max(held.journal.at(-1)?.status_seq ?? 0, held.record.agent_ack);
+      // Only entries above the highest held, and only if they follow it without a gap (as in Redis).
+      const added: JournalEntry[] = [];
+      let top = last;
+      for (const e of entries) {
+        if (e.status_seq <= top) continue;
+        if (e.status_seq !== top + 1) throw new JournalGapError(last, e.status_seq);
+        added.push(e);
+        top = e.status_seq;
+      }
+      held.journal.push(...added);
     });
   }
 
@@ -74,7 +91,11 @@ export class MemorySessionStore implements SessionStore {
     const held = this.sessions.get(edge_token);
     if (held === undefined) return Promise.resolve();
     if (fence < held.fence) return Promise.reject(new FencedError());
-    apply(held);
+    try {
+      apply(held);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
     return Promise.resolve();
   }
 }

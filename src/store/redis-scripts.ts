@@ -10,7 +10,7 @@
  * 14 significant digits, which would corrupt a status_seq above 10^14.
  *
  * Write scripts return 1 (done, or the session is gone: a write for a deleted session is a no-op)
- * or -1 (the caller's fence is stale).
+ * or -1 (the caller's fence is stale); APPEND may also refuse a gap (see there).
  */
 
 /** Loads the fence into `fence` and returns early on a missing session or a stale fence. */
@@ -43,29 +43,42 @@ return redis.call('HINCRBY', KEYS[1], 'f', 1)
 
 /**
  * ARGV: fence, then (status_seq, member) pairs. Keeps only entries above the highest seq held (or
- * acknowledged), so a redelivery is not journalled twice. A journal created while the session is
- * suspended gets the record's remaining TTL, so no key of a suspended session outlives it.
+ * acknowledged), so a redelivery is not journalled twice. Refuses the whole call (returns
+ * {-2, highest held}) when its first new entry is not the next seq after the highest held: an
+ * earlier append was lost (Redis was unreachable), and storing entries above the gap would let the
+ * edge take them, and the missing ones below, for durable (and acknowledge them upstream). A journal
+ * created while the session is suspended gets the record's remaining TTL, so no key of a suspended
+ * session outlives it.
  */
 export const APPEND = `${FENCE_CHECK}
-local last = tonumber(redis.call('HGET', KEYS[1], 'a'))
+local held = redis.call('HGET', KEYS[1], 'a')
+local last = tonumber(held)
 local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if top[2] then
   local t = tonumber(top[2])
-  if t > last then last = t end
+  if t > last then
+    last = t
+    held = top[2]
+  end
 end
-local added = 0
+local expect = last
+for i = 2, #ARGV, 2 do
+  local seq = tonumber(ARGV[i])
+  if seq > expect then
+    if seq ~= expect + 1 then return {-2, held} end
+    expect = seq
+  end
+end
+if expect == last then return 1 end
 for i = 2, #ARGV, 2 do
   local seq = tonumber(ARGV[i])
   if seq > last then
     redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
     last = seq
-    added = added + 1
   end
 end
-if added > 0 then
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
-end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 return 1
 `;
 

@@ -23,6 +23,7 @@ import { decodeEntry, decodeRecord, encodeEntry, encodeStatic } from './codec.js
 import * as lua from './redis-scripts.js';
 import {
   FencedError,
+  JournalGapError,
   type RelaySessionRecord,
   type SessionStore,
   type StoredSession,
@@ -53,7 +54,8 @@ interface Scripted {
   awpCreate(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number>;
   awpGetBuffer(rec: string, jnl: string): Promise<[Buffer, Buffer, Buffer, Buffer, Buffer[]] | null>;
   awpClaim(rec: string, jnl: string): Promise<number | null>;
-  awpAppend(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number>;
+  /** 1, -1 (fenced), or [-2, highest seq held] (a gap). */
+  awpAppend(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number | [number, string]>;
   awpAcknowledge(rec: string, jnl: string, ...args: string[]): Promise<number>;
   awpSetSuspended(rec: string, jnl: string, ...args: string[]): Promise<number>;
   awpDelete(rec: string, jnl: string, fence: string): Promise<number>;
@@ -181,7 +183,12 @@ export class RedisSessionStore implements SessionStore {
     const [rec, jnl] = this.keys(edge_token);
     const args: (string | Buffer)[] = [String(fence)];
     for (const e of entries) args.push(String(e.status_seq), encodeEntry(e));
-    this.fenced(await this.run('append', () => this.scripted.awpAppend(rec, jnl, ...args)));
+    const result = await this.run('append', () => this.scripted.awpAppend(rec, jnl, ...args));
+    if (Array.isArray(result)) {
+      const held = Number(result[1]);
+      throw new JournalGapError(held, entries.find((e) => e.status_seq > held)?.status_seq ?? held + 1);
+    }
+    this.fenced(result);
   }
 
   async acknowledge(edge_token: string, fence: number, status_seq: number): Promise<void> {

@@ -34,6 +34,25 @@ export class FencedError extends Error {
 }
 
 /**
+ * An append whose first new entry is not the next status_seq after what the store holds: an
+ * earlier append was lost (the store was unreachable). Nothing of it is stored, so nothing above the
+ * gap is taken for durable; the writer re-sends from `held + 1` (or the gap closes when the agent
+ * acknowledges past it).
+ */
+export class JournalGapError extends Error {
+  constructor(
+    /** The highest status_seq the store holds (or the agent acknowledged). */
+    readonly held: number,
+    /** The first status_seq the refused append carried above it. */
+    readonly first: number,
+  ) {
+    super(
+      `journal gap: the store holds status_seq up to ${held}; an append starting at ${first} was refused`,
+    );
+  }
+}
+
+/**
  * Where relay sessions live between an agent's connections. Every write resolves once it is durable
  * in the store: the edge acknowledges upstream only what a resolved write holds.
  *
@@ -48,6 +67,10 @@ export interface SessionStore {
   get(edge_token: string): Promise<StoredSession | null>;
   /** Takes the session over; resolves with the new fence, or null if the session is gone. */
   claim(edge_token: string): Promise<number | null>;
+  /**
+   * Adds entries above what the store holds (redeliveries are ignored). Rejects with JournalGapError,
+   * storing nothing, if the first new entry does not follow the highest held status_seq.
+   */
   append(edge_token: string, fence: number, entries: readonly JournalEntry[]): Promise<void>;
   /** Records the agent's acknowledgement and drops the entries at or below it. */
   acknowledge(edge_token: string, fence: number, status_seq: number): Promise<void>;

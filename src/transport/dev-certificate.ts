@@ -172,5 +172,7 @@ function oid(dotted: string): Buffer {
 function time(d: Date): Buffer {
   const iso = d.toISOString(); // YYYY-MM-DDTHH:MM:SS.sssZ
   const digits = iso.slice(0, 19).replace(/[-:T]/g, '');
-  return d.getUTCFullYear() < 2050 ? tagged(0x17, Buffer.from(`${digits.slice(2)}Z`)) : tagged(0x18, Buffer.from(`${digits}Z`));
+  return d.getUTCFullYear() < 2050
+    ? tagged(0x17, Buffer.from(`${digits.slice(2)}Z`))
+    : tagged(0x18, Buffer.from(`${digits}Z`));
 }

@@ -29,6 +29,8 @@ interface Conn {
   selfClosed: boolean;
   /** Heard from since the last ping sweep. */
   alive: boolean;
+  /** Inside one of our calls into uWS for the edge: a close seen now is reported later. */
+  busy: number;
 }
 
 /** uWS's listen with options; its typings only declare the (port, options, cb) form. */
@@ -70,19 +72,22 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       const copied = copyUpgrade(res, req); // before any await: req dies with this call
       const { request } = copied;
       let aborted = false;
+      let answered = false;
       res.onAborted(() => (aborted = true));
       void Promise.resolve()
         .then(() => opts.upgrade(request))
-        .then(
-          (outcome) => {
-            if (aborted || closing) return;
-            res.cork(() => answer(res, outcome, copied, context));
-          },
-          () => {
-            if (aborted || closing) return;
-            res.cork(() => refuse(res, 500, 'internal error\n'));
-          },
-        );
+        .then((outcome) => {
+          if (aborted || closing) return;
+          res.cork(() => {
+            answered = true;
+            answer(res, outcome, copied, context);
+          });
+        })
+        .catch(() => {
+          // A failed decision is a 500, as with `ws`; after an answer the response is gone.
+          if (aborted || closing || answered) return;
+          res.cork(() => refuse(res, 500, 'internal error\n'));
+        });
     },
 
     open: (ws) => {
@@ -126,7 +131,8 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       const reason = decoder.decode(message);
       // A close we started (or one during open) is reported on a later turn, never inside the call
       // that caused it, like `ws`, whose close event waits for the peer's answer.
-      if (c.selfClosed || c.handlers === undefined) setImmediate(() => notifyClosed(c, code, reason));
+      if (c.selfClosed || c.busy > 0 || c.handlers === undefined)
+        setImmediate(() => notifyClosed(c, code, reason));
       else notifyClosed(c, code, reason);
     },
   });
@@ -197,6 +203,11 @@ function answer(
     refuse(res, outcome.status, outcome.body);
     return;
   }
+  if (copied.version !== '13' && copied.version !== '8') {
+    // uWS would upgrade any version; `ws` refuses others (a bad key uWS itself routes to the 426).
+    refuse(res, 400, 'Missing or invalid Sec-WebSocket-Version header');
+    return;
+  }
   const conn: Conn = {
     open: outcome.open,
     remoteAddress: copied.request.remoteAddress,
@@ -206,6 +217,7 @@ function answer(
     notified: false,
     selfClosed: false,
     alive: true,
+    busy: 0,
   };
   // The edge chose `awp` before the upgrade; never echo an awp.bearer.* credential.
   const protocol = copied.request.protocols.length > 0 ? 'awp' : '';
@@ -245,7 +257,13 @@ function terminate(c: Conn): void {
 function wrap(c: Conn): ServerConnection {
   return {
     send: (data, binary) => {
-      if (!c.closed) c.ws?.send(data, binary, false);
+      if (c.closed || c.ws === undefined) return;
+      c.busy++;
+      try {
+        c.ws.send(data, binary, false);
+      } finally {
+        c.busy--;
+      }
     },
     get bufferedAmount() {
       return c.closed || c.ws === undefined ? 0 : c.ws.getBufferedAmount();

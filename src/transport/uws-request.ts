@@ -5,6 +5,7 @@ import { parseProtocols, type UpgradeRequest } from './engine.js';
 export interface CopiedUpgrade {
   readonly request: UpgradeRequest;
   readonly key: string;
+  readonly version: string;
 }
 
 /**
@@ -29,7 +30,11 @@ export function copyUpgrade(res: HttpResponse, req: HttpRequest): CopiedUpgrade 
     protocols: parseProtocols(headers.get('sec-websocket-protocol')),
     remoteAddress: formatAddress(res.getRemoteAddress()),
   };
-  return { request, key: req.getHeader('sec-websocket-key') };
+  return {
+    request,
+    key: req.getHeader('sec-websocket-key'),
+    version: req.getHeader('sec-websocket-version'),
+  };
 }
 
 /** Headers Node's HTTP parser keeps the first of when repeated (so both engines see the same value). */

@@ -47,7 +47,10 @@ export class FrameSplitter {
   /** The stream ended: bytes of an unfinished frame are a truncated, malformed frame. */
   end(): void {
     if (this.buffered > 0) {
-      throw new FrameError('AWP_MALFORMED', `stream ended inside a frame (${this.buffered} bytes) (AWP-DAT-010)`);
+      throw new FrameError(
+        'AWP_MALFORMED',
+        `stream ended inside a frame (${this.buffered} bytes) (AWP-DAT-010)`,
+      );
     }
   }
 
@@ -70,7 +73,8 @@ export class FrameSplitter {
   private checkPrefix(upTo: number): undefined {
     const magic = [0x41, 0x57, 0x50, 0x46];
     for (let i = 0; i < Math.min(upTo, 4); i++) {
-      if (this.byteAt(i) !== magic[i]) throw new FrameError('AWP_MALFORMED', 'bad magic (expected "AWPF") (AWP-DAT-010)');
+      if (this.byteAt(i) !== magic[i])
+        throw new FrameError('AWP_MALFORMED', 'bad magic (expected "AWPF") (AWP-DAT-010)');
     }
     if (upTo > 4 && this.byteAt(4) !== FRAME_VERSION) {
       throw new FrameError('AWP_MALFORMED', `version ${this.byteAt(4)} is not 1 (AWP-DAT-010)`);

@@ -28,6 +28,7 @@ export interface WebTransportSession {
     readable: ReadableStream<Uint8Array>;
     writable: WritableStream<Uint8Array>;
   }>;
+  readonly datagrams: { readonly readable: ReadableStream<Uint8Array> };
 }
 
 /** The subprotocol a stream connection offers and the edge selects (AWP-TRN-013). */
@@ -133,13 +134,21 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
     };
     let decision: WebTransportDecision;
     try {
-      decision = state.closing ? { accept: false, status: 503, reason: 'edge shutting down' } : await opts.decide(req);
+      decision = state.closing
+        ? { accept: false, status: 503, reason: 'edge shutting down' }
+        : await opts.decide(req);
     } catch (err) {
-      log({ event: 'webtransport_decide_failed', detail: String(err) }, 'webtransport session request failed');
+      log(
+        { event: 'webtransport_decide_failed', detail: String(err) },
+        'webtransport session request failed',
+      );
       decision = { accept: false, status: 500, reason: 'internal error' };
     }
     if (!decision.accept) {
-      log({ event: 'webtransport_refused', path: req.path, status: decision.status, reason: decision.reason }, 'webtransport session refused');
+      log(
+        { event: 'webtransport_refused', path: req.path, status: decision.status, reason: decision.reason },
+        'webtransport session refused',
+      );
       return { header, path: req.path, status: decision.status };
     }
     const ticket = nextTicket++;
@@ -154,7 +163,9 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
   });
 
   // The library's session objects, seen through the typed boundary above.
-  const sessions = server.sessionStream(SESSION_PATH, { noAutoPaths: true }) as unknown as ReadableStream<WebTransportSession>;
+  const sessions = server.sessionStream(SESSION_PATH, {
+    noAutoPaths: true,
+  }) as unknown as ReadableStream<WebTransportSession>;
   const acceptLoop = (async () => {
     const reader = sessions.getReader();
     for (;;) {
@@ -188,7 +199,10 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
       try {
         p.open(session);
       } catch (err) {
-        log({ event: 'webtransport_open_failed', detail: String(err) }, 'webtransport session failed to start');
+        log(
+          { event: 'webtransport_open_failed', detail: String(err) },
+          'webtransport session failed to start',
+        );
         session.close({ closeCode: 1011, reason: 'internal error' });
       }
     }
@@ -244,14 +258,16 @@ function withTimeout(p: Promise<unknown>, ms: number): Promise<void> {
 
 /**
  * Reads every stream the peer opens (unidirectional, and the receiving side of bidirectional ones),
- * handing each chunk to `chunk` with its stream's identity, and `end` when a stream finishes.
- * Returns when the session is gone.
+ * handing each chunk to `chunk` with its stream's identity and `end` when a stream finishes, and
+ * every datagram (one frame each) to `datagram`. Datagrams are read even by a peer that has no use
+ * for them: the library queues unread ones without bound. Stops when the session is gone.
  */
 export function readIncomingStreams(
   session: WebTransportSession,
   handlers: {
     chunk(stream: object, data: Uint8Array): void;
     end(stream: object): void;
+    datagram(data: Uint8Array): void;
   },
 ): void {
   const readStream = async (rs: ReadableStream<Uint8Array>) => {
@@ -281,6 +297,7 @@ export function readIncomingStreams(
     }
   };
   void each(session.incomingUnidirectionalStreams, (s) => void readStream(s));
+  void each(session.datagrams.readable, (d) => handlers.datagram(d));
   void each(session.incomingBidirectionalStreams, (s) => {
     // The edge never answers on an agent's stream: its frames go out on the edge's own streams.
     void s.writable.close().catch(() => undefined);

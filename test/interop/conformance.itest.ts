@@ -4,8 +4,9 @@
 // requirement. INTEROP_PASSTHROUGH=1 adds a plain TCP forwarder to exercise that path.
 import { defineConformanceMatrix } from './matrix.js';
 import { tcpPassthrough } from './passthrough.js';
+import { edge } from './edge-target.js';
 import { direct } from './targets.js';
 
 const extra = process.env['INTEROP_PASSTHROUGH'] === '1' ? [tcpPassthrough] : [];
 
-defineConformanceMatrix({ targets: [direct, ...extra] });
+defineConformanceMatrix({ targets: [direct, edge, ...extra] });

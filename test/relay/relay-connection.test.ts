@@ -54,6 +54,7 @@ function route(): RelayRoute & { manifests: Map<string, string> } {
     fanOutObservers: false,
     forgetManifests: () => undefined,
     admitSession: () => undefined,
+    approver: false,
   };
 }
 
@@ -243,5 +244,48 @@ describe('RelayConnection', () => {
     const fx = c.upstreamFailed('cannot reach the world: ECONNREFUSED');
     expect(sent(fx, 'to-agent')[0]).toMatchObject({ id: 1, error: { code: -32001, data: { retryable: true } } });
     expect(fx.at(-1)).toEqual({ kind: 'close-agent', code: 1014, reason: 'upstream world unavailable' });
+  });
+});
+
+describe('RelayConnection resume ordering', () => {
+  it('AWP-CTL-008 an acknowledgement sent before the resume result does not trim what the resume replays', () => {
+    const { c, session, token, r } = openSession();
+    for (let s = 1; s <= 5; s++) c.fromUpstream(status(s), s);
+    session.journal.markDurable(5);
+    c.agentClosed();
+    const c2 = new RelayConnection(r);
+    c2.fromAgent(req(21, 'session.resume', { session_token: token, last_status_seq: 4 }), 10);
+    // The agent pings (acknowledging 5) before the resume is answered: it waits for the lookup.
+    c2.fromAgent(req(22, 'ping', { origin_ns: 1, last_status_seq: 5 }), 11);
+    c2.sessionLookedUp(session, 12);
+    c2.upstreamOpened();
+    const fx = c2.fromUpstream(res(21, { ...READY, replay_to_status_seq: 5, safe_state: false }), 13);
+    const seqs = sent(fx, 'to-agent')
+      .slice(1)
+      .map((m) => (m.params as { status_seq: number }).status_seq);
+    expect(seqs).toEqual([5]);
+  });
+});
+
+describe('RelayConnection approvers', () => {
+  it('AWP-APR-007 an agent cannot approve through the edge, and never sees approval requests', () => {
+    const { c } = openSession();
+    const fx = c.fromAgent(req(40, 'safety.approval.respond', { approval_id: 'ap-1', decision: 'approve' }), 1);
+    expect(sent(fx, 'to-upstream')).toEqual([]);
+    expect(sent(fx, 'to-agent')[0]).toMatchObject({ id: 40, error: { code: 4001, message: 'AWP_FORBIDDEN' } });
+  });
+
+  it('AWP-APR-005 a deployment-configured approver connection reaches the world at once and gets approval requests', () => {
+    const r = { ...route(), approver: true };
+    const c = new RelayConnection(r);
+    r.rememberManifest(JSON.stringify({ protocol_versions: ['0.1'] }), JSON.stringify(MANIFEST));
+    // Even with a cached manifest, an approver's initialize goes upstream: the world must know it.
+    expect(c.fromAgent(req(1, 'initialize', { protocol_versions: ['0.1'] }), 0).map((e) => e.kind)).toEqual(['dial-upstream']);
+    c.upstreamOpened();
+    c.fromUpstream(res(1, MANIFEST), 1);
+    const request = note('safety.approval_requested', { approval_id: 'ap-1', action_id: 'a-1' });
+    expect(c.fromUpstream(request, 2)).toEqual([{ kind: 'to-agent', text: request }]);
+    const respond = req(2, 'safety.approval.respond', { approval_id: 'ap-1', decision: 'approve' });
+    expect(c.fromAgent(respond, 3)).toEqual([{ kind: 'to-upstream', text: respond }]);
   });
 });

@@ -5,7 +5,12 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JournalEntry } from '../../src/relay/journal.js';
-import { FencedError, type RelaySessionRecord, type SessionStore } from '../../src/store/session-store.js';
+import {
+  FencedError,
+  JournalGapError,
+  type RelaySessionRecord,
+  type SessionStore,
+} from '../../src/store/session-store.js';
 
 export interface StoreFixture {
   readonly store: SessionStore;
@@ -89,13 +94,54 @@ export function sessionStoreContract(name: string, open: () => Promise<StoreFixt
 
     it('status_seq values up to 2^53-1 are stored exactly', async () => {
       const big = Number.MAX_SAFE_INTEGER;
-      const r = record({ agent_ack: big - 10 });
+      const r = record({ agent_ack: big - 3 });
       const fence = await store.create(r);
       await store.append(r.edge_token, fence, [entry(big - 2), entry(big - 1), entry(big)]);
       await store.acknowledge(r.edge_token, fence, big - 1);
       const got = await store.get(r.edge_token);
       expect(got?.record.agent_ack).toBe(big - 1);
       expect(seqs(got?.journal ?? [])).toEqual([big]);
+    });
+
+    it('append refuses, storing nothing, entries that would leave a gap above what is held (a lost append)', async () => {
+      const r = record();
+      const fence = await store.create(r);
+      await store.append(r.edge_token, fence, [entry(1), entry(2)]);
+      // Entries 3 and 4 were never stored (the store was unreachable): 5 must not be taken for durable.
+      const refused = await store.append(r.edge_token, fence, [entry(5), entry(6)]).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(refused).toBeInstanceOf(JournalGapError);
+      expect(refused).toMatchObject({ held: 2, first: 5 });
+      // A redelivery overlapping what is held, then the gap: refused as a whole.
+      await expect(store.append(r.edge_token, fence, [entry(2), entry(4)])).rejects.toBeInstanceOf(
+        JournalGapError,
+      );
+      expect(seqs((await store.get(r.edge_token))?.journal ?? [])).toEqual([1, 2]);
+      // Re-sent from the gap, the whole tail is stored.
+      await store.append(r.edge_token, fence, [entry(3), entry(4), entry(5), entry(6)]);
+      expect(seqs((await store.get(r.edge_token))?.journal ?? [])).toEqual([1, 2, 3, 4, 5, 6]);
+    });
+
+    it('an acknowledgement past a gap closes it: appends continue above the acknowledgement', async () => {
+      const r = record();
+      const fence = await store.create(r);
+      await store.append(r.edge_token, fence, [entry(1)]);
+      await expect(store.append(r.edge_token, fence, [entry(4)])).rejects.toBeInstanceOf(JournalGapError);
+      await store.acknowledge(r.edge_token, fence, 3);
+      await store.append(r.edge_token, fence, [entry(4)]);
+      const got = await store.get(r.edge_token);
+      expect(got?.record.agent_ack).toBe(3);
+      expect(seqs(got?.journal ?? [])).toEqual([4]);
+      // A fresh session's first entry must follow its acknowledgement too.
+      const late = record({ agent_ack: 7 });
+      const lateFence = await store.create(late);
+      await expect(store.append(late.edge_token, lateFence, [entry(9)])).rejects.toBeInstanceOf(
+        JournalGapError,
+      );
+      await store.append(late.edge_token, lateFence, [entry(8), entry(9)]);
+      expect(seqs((await store.get(late.edge_token))?.journal ?? [])).toEqual([8, 9]);
     });
 
     it('append ignores entries at or below the acknowledgement', async () => {

@@ -36,6 +36,8 @@ export interface EdgeProcessOptions {
   readonly redisUrl?: string;
   readonly keyPrefix?: string;
   readonly drainWindowMs?: number;
+  /** Agent credentials accepted (default [EDGE_AGENT_TOKEN]); budgets apply per credential. */
+  readonly agentTokens?: readonly string[];
   /** Default 'info': the tests read session events from the log. */
   readonly logLevel?: string;
   /** Further top-level config keys (merged over the defaults). */
@@ -95,7 +97,8 @@ export async function startEdgeProcess(options: EdgeProcessOptions): Promise<Edg
   const config: Record<string, unknown> = {
     listen: '127.0.0.1:0',
     admin: '127.0.0.1:0',
-    engine: process.env.AWP_EDGE_ENGINE ?? 'auto',
+    // CI runs the behaviour tests once per engine (see .ci/run); ws starts fastest.
+    engine: process.env.AWP_EDGE_ENGINE ?? 'ws',
     log_level: options.logLevel ?? 'info',
     timing: { hop_ping_interval_ms: 1000 },
     routes: options.routes,
@@ -106,13 +109,20 @@ export async function startEdgeProcess(options: EdgeProcessOptions): Promise<Edg
     ...options.extra,
   };
   writeFileSync(configFile, stringify(config));
-  const env: NodeJS.ProcessEnv = { ...process.env, AWP_EDGE_AGENT_TOKENS: EDGE_AGENT_TOKEN };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    AWP_EDGE_AGENT_TOKENS: (options.agentTokens ?? [EDGE_AGENT_TOKEN]).join(','),
+  };
   if (options.redisUrl !== undefined) env[REDIS_URL_ENV] = options.redisUrl;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/awp-edge.ts', 'serve', '--config', configFile], {
-    cwd: ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'src/cli/awp-edge.ts', 'serve', '--config', configFile],
+    {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   live.add(child);
   const logs: EdgeLogLine[] = [];
   const waiters: { match: (l: EdgeLogLine) => boolean; resolve: (l: EdgeLogLine) => void }[] = [];
@@ -150,7 +160,11 @@ export async function startEdgeProcess(options: EdgeProcessOptions): Promise<Edg
   let hasExited = false;
   void exited.then(() => (hasExited = true));
 
-  const waitLog = (match: (l: EdgeLogLine) => boolean, timeoutMs = 5000, what = 'a log line'): Promise<EdgeLogLine> => {
+  const waitLog = (
+    match: (l: EdgeLogLine) => boolean,
+    timeoutMs = 5000,
+    what = 'a log line',
+  ): Promise<EdgeLogLine> => {
     const seen = logs.find(match);
     if (seen !== undefined) return Promise.resolve(seen);
     return new Promise((resolveLine, reject) => {
@@ -164,7 +178,11 @@ export async function startEdgeProcess(options: EdgeProcessOptions): Promise<Edg
       const timer = setTimeout(() => {
         const i = waiters.indexOf(waiter);
         if (i >= 0) waiters.splice(i, 1);
-        reject(new Error(`edge pid ${child.pid ?? '?'}: timed out after ${timeoutMs} ms waiting for ${what}; stderr:\n${stderr}`));
+        reject(
+          new Error(
+            `edge pid ${child.pid ?? '?'}: timed out after ${timeoutMs} ms waiting for ${what}; stderr:\n${stderr}`,
+          ),
+        );
       }, timeoutMs);
       waiters.push(waiter);
     });
@@ -179,9 +197,15 @@ export async function startEdgeProcess(options: EdgeProcessOptions): Promise<Edg
   let started: EdgeLogLine;
   try {
     started = await Promise.race([
-      waitLog((l) => l.msg === 'awp-edge listening', options.startTimeoutMs ?? 15_000, '"awp-edge listening"'),
+      waitLog(
+        (l) => l.msg === 'awp-edge listening',
+        options.startTimeoutMs ?? 15_000,
+        '"awp-edge listening"',
+      ),
       exited.then((e) => {
-        throw new Error(`edge exited before listening (code ${String(e.code)}, signal ${String(e.signal)}):\n${stderr}`);
+        throw new Error(
+          `edge exited before listening (code ${String(e.code)}, signal ${String(e.signal)}):\n${stderr}`,
+        );
       }),
     ]);
   } catch (err) {

@@ -1,14 +1,15 @@
 /**
  * A real Prometheus for tests (the Debian package's /usr/bin/prometheus): loopback only, a free port,
  * its own temp config and data dir, scraping the given targets at a short interval, bounded waits,
- * and always killed (stop() in afterAll, plus a process-exit hook for crashed suites).
+ * and always stopped: by stop() in afterAll, or when the test process ends in any way (a watchdog
+ * shell stops Prometheus when the pipe from this process closes).
  *
  *   const prom = await startPrometheus({ targets: [`127.0.0.1:${edge.adminPort}`] });
  *   await prom.waitForScrapes(5, 20_000);
  *   const series = await prom.query('sum by (route) (rate(awp_edge_frames_total[1m]))');
  *   await prom.stop();
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -43,7 +44,9 @@ export interface TestPrometheus {
   query(expr: string, time?: Date): Promise<PromSample[]>;
   /** `/api/v1/label/<label>/values`, optionally restricted by series selectors. */
   labelValues(label: string, match?: readonly string[]): Promise<string[]>;
-  /** Waits until every target was scraped successfully at least `n` times (bounded). */
+  /** Successful scrapes so far of the target scraped least (0 before the first). */
+  scrapes(): Promise<number>;
+  /** Waits until every target was scraped successfully at least `n` times (bounded); returns the count. */
   waitForScrapes(n: number, timeoutMs: number): Promise<number>;
   /** What Prometheus wrote to stdout/stderr (for failure messages). */
   output(): string;
@@ -55,17 +58,6 @@ export function prometheusAvailable(): boolean {
   return existsSync(PROMETHEUS_BIN);
 }
 
-const live = new Set<ChildProcess>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const child of live) child.kill('SIGKILL');
-  });
-}
-
 export async function startPrometheus(options: PrometheusOptions): Promise<TestPrometheus> {
   if (!prometheusAvailable()) {
     throw new Error(`${PROMETHEUS_BIN} not found: install the Debian package (apt-get install prometheus)`);
@@ -73,7 +65,6 @@ export async function startPrometheus(options: PrometheusOptions): Promise<TestP
   for (const t of options.targets) {
     if (!/^127\.0\.0\.1:\d+$/.test(t)) throw new Error(`targets must be 127.0.0.1:PORT, got ${t}`);
   }
-  installExitHook();
   // A free port can be taken between our probe and Prometheus binding it: retry a few times.
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -105,36 +96,38 @@ async function launch(options: PrometheusOptions, port: number): Promise<TestPro
       ],
     }),
   );
-  const child = spawn(
-    PROMETHEUS_BIN,
-    [
-      `--config.file=${config}`,
-      `--storage.tsdb.path=${join(dir, 'data')}`,
-      `--web.listen-address=127.0.0.1:${port}`,
-      '--storage.tsdb.retention.time=1h',
-      '--log.level=warn',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  live.add(child);
+  const args = [
+    `--config.file=${config}`,
+    `--storage.tsdb.path=${join(dir, 'data')}`,
+    `--web.listen-address=127.0.0.1:${port}`,
+    '--storage.tsdb.retention.time=1h',
+    '--log.level=warn',
+  ];
+  // Through a small shell that stops Prometheus when its stdin closes: when this process ends in any
+  // way (a killed test worker runs no exit hooks), the pipe closes and Prometheus is stopped.
+  const child = spawn('/bin/sh', ['-c', WATCHDOG, PROMETHEUS_BIN, ...args], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let out = '';
+  let pid: number | undefined;
   const collect = (d: Buffer) => {
-    if (out.length < 64 * 1024) out += d.toString();
+    const text = d.toString();
+    const m = /awp-test-prometheus-pid (\d+)/.exec(text);
+    if (m !== null) pid = Number(m[1]);
+    if (out.length < 64 * 1024) out += text;
   };
   child.stdout.on('data', collect);
   child.stderr.on('data', collect);
-  const exited = new Promise<void>((resolve) =>
-    child.once('exit', () => {
-      live.delete(child);
-      resolve();
-    }),
-  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `http://127.0.0.1:${port}`;
 
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      child.stdin.end(); // the watchdog sends SIGTERM
+      const timer = setTimeout(() => {
+        if (pid !== undefined) killQuietly(pid);
+        child.kill('SIGKILL');
+      }, 5000);
       await exited;
       clearTimeout(timer);
     }
@@ -178,6 +171,12 @@ async function launch(options: PrometheusOptions, port: number): Promise<TestPro
     throw new Error(`prometheus query returned a ${data.resultType}, expected an instant vector: ${expr}`);
   };
 
+  // `up` is written once per scrape, 1 when it succeeded: its sum over a long window counts successes.
+  const scrapes = async (): Promise<number> => {
+    const r = await query(`min(sum_over_time(up{job="${jobName}"}[1h]))`);
+    return r.length === 0 ? 0 : Number(r[0]!.value);
+  };
+
   return {
     url,
     port,
@@ -189,22 +188,42 @@ async function launch(options: PrometheusOptions, port: number): Promise<TestPro
       const q = params.toString();
       return api<string[]>(`/api/v1/label/${encodeURIComponent(label)}/values${q === '' ? '' : `?${q}`}`);
     },
+    scrapes,
     waitForScrapes: async (n, timeoutMs) => {
       const end = Date.now() + timeoutMs;
-      // `up` is written once per scrape; summing 1s over a long window counts successful scrapes.
-      const expr = `min(sum_over_time(up{job="${jobName}"}[1h]))`;
-      let seen = 0;
       for (;;) {
-        const r = await query(expr);
-        seen = r.length === 0 ? 0 : Number(r[0]!.value);
+        const seen = await scrapes();
         if (seen >= n) return seen;
-        if (Date.now() > end) throw new Error(`only ${seen} successful scrapes of ${jobName} after ${timeoutMs} ms:\n${out}`);
+        if (Date.now() > end)
+          throw new Error(`only ${seen} successful scrapes of ${jobName} after ${timeoutMs} ms:\n${out}`);
         await sleep(200);
       }
     },
     output: () => out,
     stop,
   };
+}
+
+/**
+ * `sh -c WATCHDOG prometheus args...`: runs Prometheus (stdin from /dev/null), reports its pid on
+ * stderr, and sends it SIGTERM once the shell's stdin reaches EOF; exits with Prometheus' status.
+ */
+const WATCHDOG = [
+  'exec 3<&0',
+  '"$0" "$@" </dev/null & p=$!',
+  'echo "awp-test-prometheus-pid $p" >&2',
+  '(while read -r _ <&3; do :; done; kill -TERM "$p" 2>/dev/null) & w=$!',
+  'wait "$p"; s=$?',
+  'kill "$w" 2>/dev/null',
+  'exit "$s"',
+].join('\n');
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
 }
 
 async function isReady(url: string): Promise<boolean> {

@@ -2,7 +2,7 @@
  * Load through the edge from the demo worlds that exercises every dashboard panel: a relay agent
  * acting on the arm (pings, submissions, a rate-limited burst that the edge refuses with 4002, a
  * submission the world refuses), a lockstep agent ticking the grid, observers served by the hub
- * (inline and on the ws stream endpoint, one downsampled, two that stop reading), resumes after
+ * (inline and on the ws stream endpoint, one downsampled, some that stop reading), resumes after
  * drops, resumes with an unknown token, and agents on a route whose world is down.
  */
 import WebSocket from 'ws';
@@ -61,7 +61,7 @@ export class EdgeLoad {
   }
 
   private async setup(): Promise<void> {
-    // The acting agent on the arm: every channel inline; its pings give the edge clock samples (staleness).
+    // The acting agent on the arm, frames inline; its pings give the edge clock samples (staleness).
     const actor = await this.connect('/arm');
     await actor.ok('initialize', initializeParams());
     const ready = await actor.ok('session.open', {
@@ -70,7 +70,10 @@ export class EdgeLoad {
       subscribe: [{ channel: 'proprio' }, { channel: 'state' }],
     });
     this.actor = { client: actor, token: ready.session_token as string };
-    this.pinger = setInterval(() => void this.actor.client.call('ping', { origin_ns: 1 }).catch(() => undefined), 200);
+    this.pinger = setInterval(
+      () => void this.actor.client.call('ping', { origin_ns: 1 }).catch(() => undefined),
+      200,
+    );
 
     // The lockstep agent on the grid.
     this.grid = await this.connect('/grid', true);
@@ -83,10 +86,12 @@ export class EdgeLoad {
     this.tick = typeof gridReady.tick === 'number' ? gridReady.tick : 0;
 
     // Observers (session.open without an embodiment): served by the route's hub.
-    const fast = await this.openObserver('/arm', 'streaming', [{ channel: 'proprio' }, { channel: 'state' }]);
-    void fast;
+    await this.openObserver('/arm', 'streaming', [{ channel: 'proprio' }, { channel: 'state' }]);
     await this.openObserver('/arm', 'streaming', [{ channel: 'proprio', rate_hz: 10 }]); // downsampled
-    const onStream = await this.openObserver('/arm', 'streaming', [{ channel: 'proprio' }, { channel: 'state' }]);
+    const onStream = await this.openObserver('/arm', 'streaming', [
+      { channel: 'proprio' },
+      { channel: 'state' },
+    ]);
     await this.openStream(onStream.ready, false);
     const resumable = await this.openObserver('/arm', 'streaming', [{ channel: 'state' }], true);
     this.observer = { client: resumable.client, token: resumable.ready.session_token as string };
@@ -112,7 +117,9 @@ export class EdgeLoad {
     const endpoints = ready.stream_endpoints as { binding: string; url?: string }[];
     const url = endpoints.find((e) => e.binding === 'ws')?.url;
     if (url === undefined) throw new Error(`no ws stream endpoint in ${JSON.stringify(endpoints)}`);
-    const ws = new WebSocket(url, ['awp'], { headers: { authorization: `Bearer ${ready.session_token as string}` } });
+    const ws = new WebSocket(url, ['awp'], {
+      headers: { authorization: `Bearer ${ready.session_token as string}` },
+    });
     this.sockets.push(ws);
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
@@ -137,7 +144,10 @@ export class EdgeLoad {
    * state rate) and the edge closes it (dropped_slow).
    */
   private async slowInlineObserver(): Promise<void> {
-    const { client } = await this.openObserver('/arm', 'streaming', [{ channel: 'camera' }, { channel: 'state' }]);
+    const { client } = await this.openObserver('/arm', 'streaming', [
+      { channel: 'camera' },
+      { channel: 'state' },
+    ]);
     client.ws.pause();
   }
 
@@ -170,12 +180,20 @@ export class EdgeLoad {
       else if ((a.error as Json).code === 4002) this.counts.refusedByEdge++;
     }
     await sleep(120);
-    const refused = await this.actor.client.call('action.submit', { action_id: id(), type: 'move_to_pose', params: TOO_FAST });
+    const refused = await this.actor.client.call('action.submit', {
+      action_id: id(),
+      type: 'move_to_pose',
+      params: TOO_FAST,
+    });
     if (refused.error !== undefined) this.counts.refusedByWorld++;
   }
 
   private async tickGrid(): Promise<void> {
-    await this.grid.call('action.submit', { action_id: `g-${this.tick}`, type: 'move', params: { direction: this.tick % 2 === 0 ? 'east' : 'west' } });
+    await this.grid.call('action.submit', {
+      action_id: `g-${this.tick}`,
+      type: 'move',
+      params: { direction: this.tick % 2 === 0 ? 'east' : 'west' },
+    });
     // Several advances at once: every one is a per-tick frame to each grid subscriber.
     const r = await this.grid.call('world.tick', { expected_tick: this.tick, count: 50 });
     const tick = (r.result as Json | undefined)?.tick;
@@ -208,7 +226,10 @@ export class EdgeLoad {
   private async strayResume(): Promise<void> {
     const c = await this.connect('/arm');
     await c.ok('initialize', initializeParams());
-    const r = await c.call('session.resume', { session_token: `not-a-token-${this.actions}`, last_status_seq: 0 });
+    const r = await c.call('session.resume', {
+      session_token: `not-a-token-${this.actions}`,
+      last_status_seq: 0,
+    });
     if (r.error !== undefined) this.counts.unknownTokenResumes++;
     c.close();
   }
