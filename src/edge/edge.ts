@@ -64,8 +64,8 @@ export class Edge {
     const routes = config.routes.map((r) => new RouteRuntime(r, mint, refused));
     const metrics = options.metrics ?? new EdgeMetrics();
     const now = () => performance.now();
+    // Refusals are counted where the route is known; here each episode is logged once.
     const budgets = new CredentialBudgets(config.budgets, now, (kind, budget, first) => {
-      metrics.rejections.labels('all', `budget_${kind}`).inc();
       if (first) log.warn({ event: 'budget_exceeded', budget: kind, agent: budget.id }, 'an agent exceeded its budget');
     });
     const ctx: EdgeContext = {
@@ -158,25 +158,35 @@ export class Edge {
     return this.server.engine;
   }
 
-  /** Decides an upgrade before any WebSocket exists: refusals are plain HTTP answers. */
+  /** Decides an upgrade before any WebSocket exists: refusals are plain HTTP answers, counted and logged. */
   private async upgrade(req: UpgradeRequest): Promise<UpgradeOutcome> {
-    if (urlCarriesCredential(req.query)) {
-      return refuse(400, 'credentials must not appear in URLs (AWP-SEC-006): use the Authorization header or the awp.bearer.<token> subprotocol');
+    const outcome = await this.decide(req);
+    if (!outcome.accept && 'reason' in outcome) {
+      const r = outcome as Refusal;
+      this.ctx.metrics.rejections.labels(r.route, r.reason).inc();
+      this.ctx.log.info({ event: 'connection_refused', route: r.route, reason: r.reason, status: r.status, path: req.path });
     }
-    if (!req.protocols.includes('awp')) return refuse(400, 'offer the WebSocket subprotocol "awp"');
-    if (this.draining) return refuse(503, 'this edge is draining; reconnect to another replica');
+    return outcome;
+  }
+
+  private async decide(req: UpgradeRequest): Promise<UpgradeOutcome | Refusal> {
+    if (urlCarriesCredential(req.query)) {
+      return refuse(400, 'credential_in_url', 'credentials must not appear in URLs (AWP-SEC-006): use the Authorization header or the awp.bearer.<token> subprotocol');
+    }
+    if (!req.protocols.includes('awp')) return refuse(400, 'no_subprotocol', 'offer the WebSocket subprotocol "awp"');
+    if (this.draining) return refuse(503, 'draining', 'this edge is draining; reconnect to another replica');
     const credential = bearerCredential(req.header('authorization'), req.protocols);
     const base = this.publicBase(req);
     for (const route of this.routes) {
       if (req.path === route.config.path) {
         const approver = credential !== undefined && credentialMatches(credential, route.config.approver_tokens);
         if (credential === undefined) {
-          if (!route.config.allow_anonymous) return refuse(401, 'missing bearer credential');
+          if (!route.config.allow_anonymous) return refuse(401, 'missing_credential', 'missing bearer credential', route);
         } else if (!approver && !credentialMatches(credential, route.config.agent_tokens)) {
-          return refuse(401, 'invalid bearer credential');
+          return refuse(401, 'invalid_credential', 'invalid bearer credential', route);
         }
         const budget = this.ctx.budgets.for(credential);
-        if (!budget.openConnection()) return refuse(429, 'this credential holds as many connections as its budget allows');
+        if (!budget.openConnection()) return refuse(429, 'budget_connections', 'this credential holds as many connections as its budget allows', route);
         return {
           accept: true,
           protocol: 'awp',
@@ -186,33 +196,34 @@ export class Edge {
       const index = route.worldEndpointIndex(req.path);
       if (index !== undefined) return this.openStream(route, index, credential);
     }
-    return refuse(404, `no world is routed at ${req.path}`);
+    return refuse(404, 'no_route', `no world is routed at ${req.path}`);
   }
 
   /** A stream connection: its credential is the session token the edge minted (AWP-TRN-013). */
-  private async openStream(route: RouteRuntime, index: number, token: string | undefined): Promise<UpgradeOutcome> {
-    if (token === undefined) return refuse(401, 'missing session token');
+  private async openStream(route: RouteRuntime, index: number, token: string | undefined): Promise<UpgradeOutcome | Refusal> {
+    if (token === undefined) return refuse(401, 'stream_unauthorized', 'missing session token', route);
     const observer = route.observer(token);
     if (observer !== undefined) return this.openObserverStream(route, observer.hub, observer.session, index);
     const session = this.ctx.registry.attachedSession(token);
     if (session === undefined || session.record.route !== route.name) {
-      return refuse(401, 'the token names no session with a live control connection here');
+      return refuse(401, 'stream_unauthorized', 'the token names no session with a live control connection here', route);
     }
     const endpoint = session.upstreamEndpoints[index];
-    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string') return refuse(404, 'no such stream endpoint');
+    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string') return refuse(404, 'no_route', 'no such stream endpoint', route);
     try {
       const relay = await StreamRelay.open(this.ctx, session, endpoint.url);
       return { accept: true, protocol: 'awp', open: (conn) => relay.attach(conn) };
     } catch (err) {
       const detail = err instanceof DialError ? err.message : String(err);
-      return refuse(502, `the world's stream endpoint is unavailable: ${detail}`);
+      this.ctx.metrics.upstreamFailures.labels(route.name, 'stream', 'unreachable').inc();
+      return refuse(502, 'stream_unavailable', `the world's stream endpoint is unavailable: ${detail}`, route);
     }
   }
 
   /** An observer's stream connection, served by its hub: frames only, from the edge to the observer. */
-  private openObserverStream(route: RouteRuntime, hub: ChannelHub, session: ObserverSession, index: number): UpgradeOutcome {
-    if (index !== 0) return refuse(404, 'no such stream endpoint');
-    if (!session.attached) return refuse(401, 'the token names no session with a live control connection here');
+  private openObserverStream(route: RouteRuntime, hub: ChannelHub, session: ObserverSession, index: number): UpgradeOutcome | Refusal {
+    if (index !== 0) return refuse(404, 'no_route', 'no such stream endpoint', route);
+    if (!session.attached) return refuse(401, 'stream_unauthorized', 'the token names no session with a live control connection here', route);
     const t = this.config.transport;
     const metrics = this.ctx.metrics;
     return {
@@ -335,6 +346,9 @@ function isFrame(buf: Buffer): boolean {
   }
 }
 
-function refuse(status: number, body: string): UpgradeOutcome {
-  return { accept: false, status, body: `${body}\n` };
+/** A refused upgrade: an HTTP answer, with a bounded reason for metrics and logs. */
+type Refusal = { accept: false; status: number; body: string; reason: string; route: string };
+
+function refuse(status: number, reason: string, body: string, route?: RouteRuntime): Refusal {
+  return { accept: false, status, body: `${body}\n`, reason, route: route?.name ?? 'none' };
 }

@@ -60,6 +60,7 @@ export class RelayDriver implements ConnectionHandlers {
     const over = this.budget.message(typeof data === 'string' ? data.length : data.byteLength);
     if (over !== null) {
       const { code, reason } = closeFor(over);
+      this.ctx.metrics.rejections.labels(this.route.name, `budget_${over}`).inc();
       this.agent.close(code, reason);
       return;
     }
@@ -227,17 +228,17 @@ export class RelayDriver implements ConnectionHandlers {
       case 'session-created':
         this.countSession(true);
         this.hold(ctx.registry.created(e.session), e.session);
-        this.logSession(e.session, 'session_opened');
+        this.logSession(e.session, 'session_opened', 'opened');
         return;
       case 'session-attached':
         this.countSession(true);
         ctx.registry.attached(e.session);
-        this.logSession(e.session, 'session_resumed');
+        this.logSession(e.session, 'session_resumed', 'resumed');
         return;
       case 'session-detached':
         this.countSession(false);
         ctx.registry.detached(e.session, Date.now());
-        this.logSession(e.session, 'session_suspended');
+        this.logSession(e.session, 'session_suspended', e.reason);
         return;
       case 'session-ended':
         this.countSession(false);

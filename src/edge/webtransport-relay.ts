@@ -2,12 +2,14 @@
  * A relay agent's `webtransport` stream connection, relayed frame by frame to the world's `ws` stream
  * endpoint (the binding an agent uses need not be the world's). World frames go out on one
  * unidirectional stream per channel (independent flow control); the agent's command frames arrive on
- * streams it opens, back to back, and are forwarded as one `ws` binary message each after a
- * header-only peek (AWP-TRN-013, AWP-DAT-010). Malformed input closes the session with code 1002,
- * reason `AWP_MALFORMED`, the `ws` close's code and reason carried as the WebTransport close info.
+ * streams it opens, back to back (or one per datagram), and are forwarded as one `ws` binary message
+ * each after a header-only peek (AWP-TRN-013, AWP-DAT-010), paced on latest-wins command channels as
+ * the `ws` stream relay paces them. Malformed input closes the session with code 1002, reason
+ * `AWP_MALFORMED`: the `ws` close's code and reason, carried as the WebTransport close info.
  */
 import { ChannelStreams } from '../fanout/webtransport-sink.js';
 import { Outbox } from '../fanout/outbox.js';
+import { CommandPacer } from '../policy/command-pacer.js';
 import { createFrameHeader, FrameError, peekFrame } from '../protocol/frame.js';
 import type { RelaySession } from '../relay/relay-session.js';
 import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
@@ -28,6 +30,8 @@ export class WebTransportRelay {
   private readonly splitters = new Map<object, FrameSplitter>();
   private unbind: () => void = () => undefined;
   private done = false;
+  private readonly pacer = new CommandPacer<Buffer>();
+  private pacerTimer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly ctx: EdgeContext,
@@ -118,21 +122,60 @@ export class WebTransportRelay {
       throw err;
     }
     for (const buf of frames) {
-      if (!this.valid(buf)) return this.end(1002, MALFORMED, 'agent sent a malformed frame');
-      if (this.upstreamOut.push(buf, true, this.latestWins()) === 'overflow') {
-        return this.end(1008, 'world stopped reading command frames');
-      }
+      if (!this.commandFrame(buf)) return;
     }
   }
 
   /** A datagram holds exactly one frame (a frame too large for one goes on a stream, spec 1.3). */
   private datagramFromAgent(data: Uint8Array): void {
     if (this.done) return;
-    const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-    if (!this.valid(buf)) return this.end(1002, MALFORMED, 'agent sent a malformed frame in a datagram');
-    if (this.upstreamOut.push(buf, true, this.latestWins()) === 'overflow') {
-      this.end(1008, 'world stopped reading command frames');
+    this.commandFrame(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+  }
+
+  /** One command frame toward the world, as the `ws` stream relay does it; false once the relay ended. */
+  private commandFrame(buf: Buffer): boolean {
+    if (!this.valid(buf)) {
+      this.end(1002, MALFORMED, 'agent sent a malformed frame');
+      return false;
     }
+    const channel = this.latestWins();
+    const rate = channel === undefined ? null : (this.session.channels.get(channel)?.rate_hz ?? null);
+    if (channel !== undefined && rate !== null) {
+      // Command frames within the channel's granted rate, the oldest waiting one dropped first.
+      const paced = this.pacer.offer(channel, rate, this.ctx.now(), buf);
+      if (paced !== 'send') {
+        this.schedulePacer();
+        return true;
+      }
+    }
+    return this.toWorld(buf, channel);
+  }
+
+  private toWorld(buf: Buffer, latestWinsChannel: number | undefined): boolean {
+    if (this.upstreamOut.push(buf, true, latestWinsChannel) === 'overflow') {
+      this.end(1008, 'world stopped reading command frames');
+      return false;
+    }
+    return true;
+  }
+
+  private schedulePacer(): void {
+    if (this.pacerTimer !== undefined || this.done) return;
+    const { frames, next } = this.pacer.due(this.ctx.now());
+    // A slot may have opened since the frame was offered: those frames go now, not into the void.
+    for (const buf of frames) if (!this.toWorld(buf, peekFrame(buf, this.header).channel_id)) return;
+    if (next === undefined) return;
+    this.pacerTimer = setTimeout(
+      () => {
+        this.pacerTimer = undefined;
+        if (this.done) return;
+        for (const buf of this.pacer.due(this.ctx.now()).frames) {
+          if (!this.toWorld(buf, peekFrame(buf, this.header).channel_id)) return;
+        }
+        this.schedulePacer();
+      },
+      Math.max(0, next - this.ctx.now()),
+    );
   }
 
   private agentStreamEnded(stream: object): void {
@@ -194,6 +237,7 @@ export class WebTransportRelay {
   private end(code: number, reason: string, detail?: string): void {
     if (this.done) return;
     this.done = true;
+    clearTimeout(this.pacerTimer);
     this.unbind();
     if (detail !== undefined) {
       this.ctx.log.info({

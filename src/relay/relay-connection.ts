@@ -9,7 +9,7 @@
  *
  * Inputs are method calls; outputs are effects the I/O shell carries out in order.
  */
-import { awpError, edgeError, type RpcErrorObject } from '../protocol/errors.js';
+import { awpError, edgeError, EDGE_ERROR_CODES, type RpcErrorObject } from '../protocol/errors.js';
 import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
 import { errorText, parseMessage, type JsonRpcId, type ParsedMessage } from '../protocol/jsonrpc.js';
 import type { RelaySessionRecord } from '../store/session-store.js';
@@ -57,7 +57,7 @@ export type RelayEffect =
   /** A new session: store it durably before any later `to-agent` effect is written. */
   | { kind: 'session-created'; session: RelaySession }
   | { kind: 'session-attached'; session: RelaySession }
-  | { kind: 'session-detached'; session: RelaySession }
+  | { kind: 'session-detached'; session: RelaySession; reason: string }
   | { kind: 'session-ended'; session: RelaySession; reason: string }
   | { kind: 'journal-append'; session: RelaySession; entries: JournalEntry[] }
   | { kind: 'journal-ack'; session: RelaySession; status_seq: number }
@@ -146,7 +146,7 @@ export class RelayConnection {
       this.emit({ kind: 'close-upstream', code: 1001, reason: 'agent connection lost' });
     }
     this.upstream = 'closed';
-    this.detach();
+    this.detach('agent connection lost');
     return this.flush();
   }
 
@@ -232,11 +232,7 @@ export class RelayConnection {
       this.toAgent(errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')));
       return;
     }
-    const refused = this.route.admitSession();
-    if (refused !== undefined) {
-      this.toAgent(errorText(id, refused));
-      return;
-    }
+    if (this.refusedSession(id)) return;
     const p = (params ?? {}) as Record<string, unknown>;
     if (this.route.fanOutObservers && p.embodiment === undefined && p.embodiments === undefined) {
       // Observers are served by the hub from one shared upstream session (AWP-EMB-004).
@@ -256,11 +252,7 @@ export class RelayConnection {
       this.toAgent(errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')));
       return;
     }
-    const refused = this.route.admitSession();
-    if (refused !== undefined) {
-      this.toAgent(errorText(id, refused));
-      return;
-    }
+    if (this.refusedSession(id)) return;
     const p = params as { session_token?: unknown; last_status_seq?: unknown } | undefined;
     if (typeof p?.session_token !== 'string' || !Number.isSafeInteger(p.last_status_seq)) {
       this.toAgent(
@@ -443,6 +435,15 @@ export class RelayConnection {
     }
   }
 
+  /** Answers a session.open/resume the edge cannot take now (store unreachable, session budget spent). */
+  private refusedSession(id: JsonRpcId): boolean {
+    const refused = this.route.admitSession();
+    if (refused === undefined) return false;
+    this.toAgent(errorText(id, refused));
+    this.emit({ kind: 'rejected', reason: refused.code === EDGE_ERROR_CODES.BUDGET_EXCEEDED ? 'budget_sessions' : 'store_unavailable' });
+    return true;
+  }
+
   /** Messages the agent sent while its session was being looked up, in order. */
   private drainBacklog(now: number): void {
     for (let text = this.agentBacklog.shift(); text !== undefined; text = this.agentBacklog.shift()) {
@@ -531,7 +532,7 @@ export class RelayConnection {
         this.toAgent(errorText(msg.id, upstreamUnavailable(detail)));
       }
     }
-    if (this.session !== null && this.session.attachment === this) this.detach();
+    if (this.session !== null && this.session.attachment === this) this.detach('upstream unavailable');
     this.opening = false;
     this.emit({ kind: 'close-agent', code: CLOSE_UPSTREAM_LOST, reason: 'upstream world unavailable' });
     this.ended = true;
@@ -545,7 +546,7 @@ export class RelayConnection {
     this.route.forgetManifests();
     // Mirror the loss to the agent: it reconnects and resumes, and the world answers for the
     // session (resumed, or AWP_SESSION_UNKNOWN after a restart).
-    this.detach();
+    this.detach('upstream connection lost');
     this.emit({ kind: 'close-agent', code: CLOSE_UPSTREAM_LOST, reason: 'upstream connection lost' });
     return this.flush();
   }
@@ -663,7 +664,7 @@ export class RelayConnection {
       this.emit({ kind: 'close-upstream', code: 1000, reason: 'world manifest changed' });
       this.upstream = 'closed';
       this.ended = true;
-      this.detach();
+      this.detach('world manifest changed');
       return;
     }
     this.upstream = 'ready';
@@ -712,7 +713,7 @@ export class RelayConnection {
       // The world no longer holds the session (expired, or restarted: AWP-SES-008).
       const code = msg.error.code;
       if (code === 2003 || code === 2005) this.endSession(session, `resume refused upstream (${code})`);
-      else this.detach();
+      else this.detach('resume refused upstream');
       this.toAgent(text);
       return;
     }
@@ -853,13 +854,13 @@ export class RelayConnection {
     this.emit({ kind: 'session-ended', session, reason });
   }
 
-  private detach(): void {
+  private detach(reason: string): void {
     const session = this.session;
     if (session === null) return;
     this.session = null;
     if (session.attachment === this && !session.closed) {
       session.attachment = null;
-      this.emit({ kind: 'session-detached', session });
+      this.emit({ kind: 'session-detached', session, reason });
     }
   }
 

@@ -35,6 +35,7 @@ function route(): RelayRoute {
     fanOutObservers: false,
     forgetManifests: () => undefined,
     admitSession: () => undefined,
+    approver: false,
   };
 }
 

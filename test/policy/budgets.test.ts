@@ -26,7 +26,7 @@ const connect = (credential = LIMITED) => AwpClient.connect(edge.url('/arm'), { 
 
 async function metric(reason: string): Promise<number> {
   const text = await (await fetch(`${edge.adminUrl}/metrics`)).text();
-  const m = new RegExp(`awp_edge_rejections_total\\{route="all",reason="${reason}"\\} (\\d+)`).exec(text);
+  const m = new RegExp(`awp_edge_rejections_total\\{route="r0",reason="${reason}"\\} (\\d+)`).exec(text);
   return m === null ? 0 : Number(m[1]);
 }
 
