@@ -19,7 +19,6 @@ import { RelayDriver } from './relay-driver.js';
 import { RouteRuntime } from './route.js';
 import { SessionRegistry } from './session-registry.js';
 import { StreamRelay } from './stream-relay.js';
-import { startWebTransportEndpoint } from './webtransport-endpoint.js';
 import type { WebTransportListener } from '../transport/webtransport.js';
 import type { ChannelHub, HubContext } from '../fanout/channel-hub.js';
 import type { ObserverSession } from '../fanout/observer-session.js';
@@ -96,12 +95,14 @@ export class Edge {
     const edge = new Edge(config, ctx, routes, server, admin);
     edge.stopStore = opened.stop;
     ref.edge = edge;
-    edge.webtransport = await startWebTransportEndpoint(ctx, routes, () => edge.draining).catch(
-      async (err: unknown) => {
+    if (config.webtransport !== undefined) {
+      // Loaded only when configured: the library probes for its native HTTP/3 transport on import.
+      const { startWebTransportEndpoint } = await import('./webtransport-endpoint.js');
+      edge.webtransport = await startWebTransportEndpoint(ctx, routes, () => edge.draining).catch(async (err: unknown) => {
         await edge.close(); // e.g. its port is taken: release what did start
         throw err;
-      },
-    );
+      });
+    }
     // Timers of the observer hubs and their sessions (heartbeats, telemetry, linger, expiry).
     edge.timer = setInterval(() => {
       const t = now();

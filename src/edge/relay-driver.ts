@@ -101,17 +101,17 @@ export class RelayDriver implements ConnectionHandlers {
   private readonly pacer = new CommandPacer<{ text: string; frame: FrameRoute }>();
   private pacerTimer: NodeJS.Timeout | undefined;
 
+  /** Writes the waiting command frames whose slot has come, and sets a timer for the next one. */
   private schedulePacer(): void {
-    if (this.pacerTimer !== undefined) return;
-    const { next } = this.pacer.due(this.ctx.now());
+    if (this.pacerTimer !== undefined || this.agentGone) return;
+    const { frames, next } = this.pacer.due(this.ctx.now());
+    for (const f of frames) {
+      this.commandFrames.count(f.frame.channel, 'forwarded', f.text.length);
+      this.toUpstream(f.text, f.frame);
+    }
     if (next === undefined) return;
     this.pacerTimer = setTimeout(() => {
       this.pacerTimer = undefined;
-      const { frames } = this.pacer.due(this.ctx.now());
-      for (const f of frames) {
-        this.commandFrames.count(f.frame.channel, 'forwarded', f.text.length);
-        this.toUpstream(f.text, f.frame);
-      }
       this.schedulePacer();
     }, Math.max(0, next - this.ctx.now()));
   }

@@ -109,14 +109,14 @@ export class StreamRelay implements ConnectionHandlers {
   private readonly pacer = new CommandPacer<Buffer>();
   private pacerTimer: NodeJS.Timeout | undefined;
 
+  /** Writes the waiting command frames whose slot has come, and sets a timer for the next one. */
   private schedulePacer(): void {
     if (this.pacerTimer !== undefined || this.done) return;
-    const { next } = this.pacer.due(this.ctx.now());
+    const { frames, next } = this.pacer.due(this.ctx.now());
+    for (const buf of frames) this.toWorld(buf, peekFrame(buf, this.header).channel_id);
     if (next === undefined) return;
     this.pacerTimer = setTimeout(() => {
       this.pacerTimer = undefined;
-      if (this.done) return;
-      for (const buf of this.pacer.due(this.ctx.now()).frames) this.toWorld(buf, peekFrame(buf, this.header).channel_id);
       this.schedulePacer();
     }, Math.max(0, next - this.ctx.now()));
   }

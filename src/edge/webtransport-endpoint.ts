@@ -43,8 +43,23 @@ export async function startWebTransportEndpoint(
     port: wt.listen.port,
     cert: wt.cert,
     key: wt.key,
-    decide: (req) => decide(ctx, routes, draining, req),
-    log: (fields, message) => ctx.log.info(fields, message),
+    decide: async (req) => {
+      const d = await decide(ctx, routes, draining, req);
+      if (!d.accept) {
+        // Counted and logged as the `ws` upgrades' refusals are.
+        ctx.metrics.rejections.labels(d.route, d.code).inc();
+        ctx.log.info({
+          event: 'connection_refused',
+          binding: 'webtransport',
+          route: d.route,
+          reason: d.code,
+          status: d.status,
+          path: req.path,
+        });
+      }
+      return d;
+    },
+    log: (fields, message) => ctx.log.warn(fields, message),
   });
   for (const r of routes) r.enableWebTransport(listener.port);
   ctx.log.info(
@@ -63,25 +78,27 @@ async function decide(
   routes: readonly RouteRuntime[],
   draining: () => boolean,
   req: WebTransportRequest,
-): Promise<WebTransportDecision> {
-  if (urlCarriesCredential(req.query))
-    return refuse(400, 'credentials must not appear in URLs (AWP-SEC-006)');
-  if (!req.protocols.includes(AWP_PROTOCOL)) return refuse(400, 'offer the protocol "awp"');
-  if (draining()) return refuse(503, 'this edge is draining');
+): Promise<Decision> {
+  if (urlCarriesCredential(req.query)) {
+    return refuse(400, 'credential_in_url', 'credentials must not appear in URLs (AWP-SEC-006)');
+  }
+  if (!req.protocols.includes(AWP_PROTOCOL)) return refuse(400, 'no_subprotocol', 'offer the protocol "awp"');
+  if (draining()) return refuse(503, 'draining', 'this edge is draining');
   const token = bearerCredential(req.header('authorization'), req.protocols);
   for (const route of routes) {
     const index = route.worldEndpointIndex(req.path);
     if (index === undefined) continue;
-    if (token === undefined) return refuse(401, 'missing session token');
+    if (token === undefined) return refuse(401, 'stream_unauthorized', 'missing session token', route);
     const observer = route.observer(token);
     if (observer !== undefined) return observerStream(ctx, route, observer.hub, observer.session, index);
     const session = ctx.registry.attachedSession(token);
     if (session === undefined || session.record.route !== route.name) {
-      return refuse(401, 'the token names no session with a live control connection here');
+      return refuse(401, 'stream_unauthorized', NO_LIVE_SESSION, route);
     }
     const endpoint = session.upstreamEndpoints[index];
-    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string')
-      return refuse(404, 'no such stream endpoint');
+    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string') {
+      return refuse(404, 'no_route', 'no such stream endpoint', route);
+    }
     const maxFrame = Math.min(
       endpoint.max_frame_bytes ?? DEFAULT_MAX_FRAME_BYTES,
       ctx.config.transport.max_message_bytes,
@@ -90,9 +107,12 @@ async function decide(
     try {
       relay = await WebTransportRelay.open(ctx, session, endpoint.url, maxFrame);
     } catch (err) {
+      const detail = err instanceof DialError ? err.message : String(err);
       return refuse(
         502,
-        `the world's stream endpoint is unavailable: ${err instanceof DialError ? err.message : String(err)}`,
+        'stream_unavailable',
+        `the world's stream endpoint is unavailable: ${detail}`,
+        route,
       );
     }
     return {
@@ -104,7 +124,7 @@ async function decide(
       abandon: () => relay.abandon(),
     };
   }
-  return refuse(404, `no stream endpoint at ${req.path}`);
+  return refuse(404, 'no_route', `no stream endpoint at ${req.path}`);
 }
 
 /** An observer's session, served by its hub: frames only, one stream per channel. */
@@ -114,9 +134,9 @@ function observerStream(
   hub: ChannelHub,
   session: ObserverSession,
   index: number,
-): WebTransportDecision {
-  if (index !== 0) return refuse(404, 'no such stream endpoint');
-  if (!session.attached) return refuse(401, 'the token names no session with a live control connection here');
+): Decision {
+  if (index !== 0) return refuse(404, 'no_route', 'no such stream endpoint', route);
+  if (!session.attached) return refuse(401, 'stream_unauthorized', NO_LIVE_SESSION, route);
   const t = ctx.config.transport;
   return {
     accept: true,
@@ -170,6 +190,12 @@ function counted(ctx: EdgeContext, route: RouteRuntime, wt: WebTransportSession)
   );
 }
 
-function refuse(status: number, reason: string): WebTransportDecision {
-  return { accept: false, status, reason };
+const NO_LIVE_SESSION = 'the token names no session with a live control connection here';
+
+/** A decision; a refusal carries a bounded reason code and its route for metrics and logs. */
+type Decision = Extract<WebTransportDecision, { accept: true }> | Refusal;
+type Refusal = Extract<WebTransportDecision, { accept: false }> & { code: string; route: string };
+
+function refuse(status: number, code: string, reason: string, route?: RouteRuntime): Refusal {
+  return { accept: false, status, reason, code, route: route?.name ?? 'none' };
 }

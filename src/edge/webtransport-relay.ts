@@ -12,6 +12,7 @@ import { Outbox } from '../fanout/outbox.js';
 import { CommandPacer } from '../policy/command-pacer.js';
 import { createFrameHeader, FrameError, peekFrame } from '../protocol/frame.js';
 import type { RelaySession } from '../relay/relay-session.js';
+import { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
 import { FrameSplitter, FrameTooLarge } from '../transport/webtransport-framing.js';
 import { readIncomingStreams, type WebTransportSession } from '../transport/webtransport.js';
@@ -33,12 +34,28 @@ export class WebTransportRelay {
   private readonly pacer = new CommandPacer<Buffer>();
   private pacerTimer: NodeJS.Timeout | undefined;
 
+  private readonly toAgentMetrics: FrameMetrics;
+  private readonly toWorldMetrics: FrameMetrics;
+
   private constructor(
     private readonly ctx: EdgeContext,
     private readonly session: RelaySession,
     /** Largest frame either side may send on this endpoint (AWP-TRN-011). */
     private readonly maxFrameBytes: number,
-  ) {}
+  ) {
+    const route = session.record.route;
+    this.toAgentMetrics = new FrameMetrics(ctx.metrics, route, 'webtransport', 'world_to_agent', ctx.now);
+    this.toWorldMetrics = new FrameMetrics(ctx.metrics, route, 'webtransport', 'agent_to_world', ctx.now);
+  }
+
+  private get route(): string {
+    return this.session.record.route;
+  }
+
+  /** The channel name of the frame just peeked (a metric label). */
+  private channel(): string {
+    return this.session.channels.get(this.header.channel_id)?.name ?? 'unknown';
+  }
 
   /** Dials the world's stream endpoint before the agent's session is accepted (a failure refuses it). */
   static async open(
@@ -67,8 +84,10 @@ export class WebTransportRelay {
       relay.upstream,
       c.transport.high_water_bytes,
       c.transport.max_queued_bytes,
+      relay.toWorldMetrics,
     );
     relay.unbind = ctx.registry.bind(session.token, relay);
+    ctx.metrics.upstreamConnections.labels(relay.route, 'stream').inc();
     return relay;
   }
 
@@ -80,8 +99,12 @@ export class WebTransportRelay {
     }
     this.agent = agent;
     const t = this.ctx.config.transport;
-    this.streams = new ChannelStreams(agent, t.high_water_bytes, t.max_queued_bytes, undefined, () =>
-      this.end(1011, 'stream write to the agent failed'),
+    this.streams = new ChannelStreams(
+      agent,
+      t.high_water_bytes,
+      t.max_queued_bytes,
+      this.toAgentMetrics,
+      () => this.end(1011, 'stream write to the agent failed'),
     );
     agent.closed.then(
       () => this.agentGone(),
@@ -135,6 +158,7 @@ export class WebTransportRelay {
   /** One command frame toward the world, as the `ws` stream relay does it; false once the relay ended. */
   private commandFrame(buf: Buffer): boolean {
     if (!this.valid(buf)) {
+      this.toWorldMetrics.count('unknown', 'malformed', buf.length);
       this.end(1002, MALFORMED, 'agent sent a malformed frame');
       return false;
     }
@@ -143,6 +167,7 @@ export class WebTransportRelay {
     if (channel !== undefined && rate !== null) {
       // Command frames within the channel's granted rate, the oldest waiting one dropped first.
       const paced = this.pacer.offer(channel, rate, this.ctx.now(), buf);
+      if (paced === 'replaced') this.toWorldMetrics.count(this.channel(), 'replaced', buf.length);
       if (paced !== 'send') {
         this.schedulePacer();
         return true;
@@ -152,7 +177,8 @@ export class WebTransportRelay {
   }
 
   private toWorld(buf: Buffer, latestWinsChannel: number | undefined): boolean {
-    if (this.upstreamOut.push(buf, true, latestWinsChannel) === 'overflow') {
+    const note = { received_at: this.ctx.now(), channel: this.channel() };
+    if (this.upstreamOut.push(buf, true, latestWinsChannel, note) === 'overflow') {
       this.end(1008, 'world stopped reading command frames');
       return false;
     }
@@ -199,6 +225,7 @@ export class WebTransportRelay {
     if (this.done) return;
     if (!binary || !this.valid(data as Buffer)) {
       // The world broke the stream: closed on both hops; the agent may reconnect (AWP-TRN-010).
+      this.toAgentMetrics.count('unknown', 'malformed', data.length);
       this.upstream.close(1002, MALFORMED);
       return this.end(1014, 'world sent a malformed frame');
     }
@@ -210,8 +237,19 @@ export class WebTransportRelay {
         this.end(1008, 'agent did not complete its session');
       return;
     }
-    if (this.streams.push(this.header.channel_id, buf, this.latestWins() !== undefined) === 'overflow') {
+    const h = this.header;
+    const channel = this.channel();
+    const sessionNow = this.session.clock.sessionNow(Math.round(this.ctx.now() * 1e6));
+    this.toAgentMetrics.observeAge(
+      channel,
+      h.ts_mono_ns,
+      h.has_ts_send_ns ? h.ts_send_ns : undefined,
+      sessionNow,
+    );
+    const note = { received_at: this.ctx.now(), channel };
+    if (this.streams.push(h.channel_id, buf, this.latestWins() !== undefined, note) === 'overflow') {
       // A reliable channel cannot drop: the agent loses this stream connection and resyncs on reconnect.
+      this.toAgentMetrics.count(channel, 'dropped_slow', buf.length);
       this.end(1008, 'agent stopped reading its stream connection');
     }
   }
@@ -243,10 +281,12 @@ export class WebTransportRelay {
       this.ctx.log.info({
         event: 'stream_closed',
         binding: 'webtransport',
+        route: this.route,
         session_id: this.session.record.session_id,
         detail,
       });
     }
+    this.ctx.metrics.upstreamConnections.labels(this.route, 'stream').dec();
     this.upstreamOut.flushAll();
     this.upstream.close(code === 1002 ? 1000 : 1001, 'agent side of the stream closed');
     this.streams?.close();

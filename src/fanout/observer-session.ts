@@ -392,12 +392,11 @@ export class ObserverSession {
     const window_ms = Math.max(1, Math.round(now - this.lastTelemetry));
     this.lastTelemetry = now;
     const channels: Record<string, unknown> = {};
-    let all: { count: number; p50: number; p95: number; max: number } | undefined;
     for (const [id, stats] of this.sub?.takeTelemetry() ?? []) {
-      if (stats === undefined) continue;
-      channels[String(id)] = stats;
-      if (all === undefined || stats.count > all.count) all = stats; // dominant channel: the overall figure
+      if (stats !== undefined) channels[String(id)] = stats;
     }
+    // Over every observation frame sent in the window, all channels together (AWP-TIM-006).
+    const all = this.sub?.takeOverall();
     this.send(
       JSON.stringify({
         jsonrpc: '2.0',

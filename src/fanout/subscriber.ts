@@ -52,6 +52,8 @@ export class Subscriber {
   /** Whether a stream connection ever carried this session's channels (then never inline again, AWP-TRN-012). */
   private streamed = false;
   readonly control: Outbox;
+  /** Every channel's pipeline samples together (the telemetry's overall figure). */
+  private readonly pipeline = new LatencyWindow();
 
   constructor(
     controlSink: Sink,
@@ -170,7 +172,10 @@ export class Subscriber {
       }
     }
     c.lastSeq = frame.seq;
-    if (frame.ts_send_ns !== undefined) c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
+    if (frame.ts_send_ns !== undefined) {
+      c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
+      this.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
+    }
     if (this.stream !== null) {
       return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
     }
@@ -184,6 +189,11 @@ export class Subscriber {
   }
 
   /** Pipeline latency of what this observer received in the window, by channel id (AWP-TIM-006). */
+  /** Pipeline latency over every frame this observer received in the window, all channels together. */
+  takeOverall(): ReturnType<LatencyWindow['take']> {
+    return this.pipeline.take();
+  }
+
   takeTelemetry(): Map<number, ReturnType<LatencyWindow['take']>> {
     const out = new Map<number, ReturnType<LatencyWindow['take']>>();
     for (const [id, c] of this.channels) out.set(id, c.pipeline.take());

@@ -147,13 +147,21 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
   const timer =
     opts.pingIntervalMs > 0
       ? setInterval(() => {
+          const suspects: Conn[] = [];
           for (const c of live) {
             if (!c.alive) {
-              terminate(c); // two intervals without a pong: the hop is dead
+              suspects.push(c);
               continue;
             }
             c.alive = false;
             c.ws?.ping();
+          }
+          // Decide after this turn's I/O: a pong that arrived while the event loop was stalled
+          // (timers run before socket reads) still counts. Two intervals without one: the hop is dead.
+          if (suspects.length > 0) {
+            setImmediate(() => {
+              for (const c of suspects) if (!c.alive) terminate(c);
+            });
           }
         }, opts.pingIntervalMs)
       : undefined;

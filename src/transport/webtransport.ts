@@ -68,7 +68,7 @@ export interface WebTransportListenOptions {
   readonly cert: string;
   readonly key: string;
   readonly decide: (req: WebTransportRequest) => Promise<WebTransportDecision> | WebTransportDecision;
-  /** Refusals and internal failures, for the operator's log. */
+  /** Internal failures, for the operator's log (refusals are the caller's to count and log). */
   readonly log?: (fields: Record<string, unknown>, message: string) => void;
 }
 
@@ -144,13 +144,7 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
       );
       decision = { accept: false, status: 500, reason: 'internal error' };
     }
-    if (!decision.accept) {
-      log(
-        { event: 'webtransport_refused', path: req.path, status: decision.status, reason: decision.reason },
-        'webtransport session refused',
-      );
-      return { header, path: req.path, status: decision.status };
-    }
+    if (!decision.accept) return { header, path: req.path, status: decision.status };
     const ticket = nextTicket++;
     const { open, abandon } = decision;
     const timer = setTimeout(() => {

@@ -1,0 +1,185 @@
+/**
+ * The pieces of the WebTransport binding that need no sockets: splitting a stream's bytes back into
+ * frames, the dev certificate, the configuration section, and where the endpoints go in
+ * `stream_endpoints`.
+ */
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, validateConfig } from '../../src/config/load.js';
+import { RouteRuntime } from '../../src/edge/route.js';
+import { FrameError } from '../../src/protocol/frame.js';
+import { loadFrameVectors } from '../../src/protocol/spec-data.js';
+import { TokenMint } from '../../src/relay/tokens.js';
+import { certificateHash, createDevCertificate } from '../../src/transport/dev-certificate.js';
+import { FrameSplitter, FrameTooLarge } from '../../src/transport/webtransport-framing.js';
+
+const vectors = loadFrameVectors();
+const valid = vectors.filter((v) => v.expect !== undefined).map((v) => Buffer.from(v.hex, 'hex'));
+
+describe('frames back to back on a stream', () => {
+  it('AWP-DAT-008 recovers every valid vector from one byte stream cut at every chunk size', () => {
+    const stream = Buffer.concat(valid);
+    for (let size = 1; size <= 64; size++) {
+      const splitter = new FrameSplitter(1 << 20);
+      const out: Buffer[] = [];
+      for (let at = 0; at < stream.length; at += size)
+        out.push(...splitter.push(stream.subarray(at, at + size)));
+      expect(out.map((b) => b.toString('hex'))).toEqual(valid.map((b) => b.toString('hex')));
+      expect(splitter.pending).toBe(0);
+      expect(() => splitter.end()).not.toThrow();
+    }
+  });
+
+  it('AWP-DAT-010 refuses a bad magic or version as soon as those bytes arrive', () => {
+    for (const name of ['bad_magic', 'unknown_version']) {
+      const v = Buffer.from(vectors.find((x) => x.name === name)!.hex, 'hex');
+      const splitter = new FrameSplitter(1 << 20);
+      expect(() => {
+        for (let i = 0; i < 6; i++) splitter.push(v.subarray(i, i + 1));
+      }).toThrow(FrameError);
+    }
+    expect(() => new FrameSplitter(1 << 20).push(Buffer.from('GET '))).toThrow(FrameError);
+  });
+
+  it('AWP-TRN-011 refuses a frame above max_frame_bytes from its header alone', () => {
+    const header = Buffer.from(valid[0]!.subarray(0, 28));
+    header.writeUInt32LE(100_000, 24);
+    expect(() => new FrameSplitter(65_536).push(header)).toThrow(FrameTooLarge);
+  });
+
+  it('AWP-DAT-010 a stream that ends inside a frame is a truncated frame', () => {
+    const splitter = new FrameSplitter(1 << 20);
+    expect(splitter.push(valid[1]!.subarray(0, 40))).toEqual([]);
+    expect(() => splitter.end()).toThrow(FrameError);
+  });
+});
+
+describe('dev certificate', () => {
+  it('is ECDSA P-256, valid at most 14 days, for the given hosts, pinned by the SHA-256 of its DER', () => {
+    const c = createDevCertificate({ hosts: ['localhost', '127.0.0.1', '::1'] });
+    const x = new X509Certificate(c.cert);
+    expect(x.publicKey.asymmetricKeyDetails).toMatchObject({ namedCurve: 'prime256v1' });
+    expect(x.verify(x.publicKey)).toBe(true);
+    expect(x.checkPrivateKey(createPrivateKey(c.key))).toBe(true);
+    const span = new Date(x.validTo).getTime() - new Date(x.validFrom).getTime();
+    expect(span).toBeLessThanOrEqual(14 * 86_400_000);
+    expect(new Date(x.validFrom).getTime()).toBeLessThanOrEqual(Date.now());
+    expect(x.checkHost('localhost')).toBe('localhost');
+    expect(x.checkIP('127.0.0.1')).toBe('127.0.0.1');
+    expect(x.checkIP('::1')).toBe('::1');
+    expect(c.hash.equals(createHash('sha256').update(x.raw).digest())).toBe(true);
+    expect(certificateHash(c.cert).equals(c.hash)).toBe(true);
+    expect(c.fingerprint).toBe(x.fingerprint256);
+  });
+
+  it('refuses a validity longer than 14 days (hash-pinned certificates fail the handshake)', () => {
+    expect(() => createDevCertificate({ days: 15 })).toThrow(RangeError);
+    expect(() => createDevCertificate({ days: 14 })).not.toThrow();
+  });
+});
+
+describe('configuration', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'awp-edge-wt-config-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const a = createDevCertificate();
+  const b = createDevCertificate();
+  writeFileSync(join(dir, 'a.crt'), a.cert);
+  writeFileSync(join(dir, 'a.key'), a.key);
+  writeFileSync(join(dir, 'b.key'), b.key);
+  const base = {
+    listen: '127.0.0.1:0',
+    routes: [{ path: '/', upstream: 'ws://127.0.0.1:1/' }],
+    agents: { tokens: ['t'] },
+  };
+
+  it('reads the listener address, certificate and key; absent means no endpoint', () => {
+    const c = validateConfig(
+      {
+        ...base,
+        webtransport: {
+          listen: '127.0.0.1:4433',
+          cert_file: join(dir, 'a.crt'),
+          key_file: join(dir, 'a.key'),
+        },
+      },
+      'test',
+      {},
+    );
+    expect(c.webtransport).toMatchObject({
+      listen: { host: '127.0.0.1', port: 4433 },
+      cert: a.cert,
+      key: a.key,
+    });
+    expect(validateConfig(base, 'test', {}).webtransport).toBeUndefined();
+  });
+
+  it('names the key and the problem for a mismatched key, a missing file, or an unknown key', () => {
+    const problems = (wt: Record<string, unknown>): string[] => {
+      try {
+        validateConfig({ ...base, webtransport: wt }, 'test', {});
+      } catch (err) {
+        if (err instanceof ConfigError) return [...err.problems];
+        throw err;
+      }
+      return [];
+    };
+    expect(
+      problems({ listen: '127.0.0.1:4433', cert_file: join(dir, 'a.crt'), key_file: join(dir, 'b.key') }),
+    ).toEqual(['test: webtransport.key_file: the private key does not match the certificate']);
+    expect(
+      problems({
+        listen: '127.0.0.1:4433',
+        cert_file: join(dir, 'missing.crt'),
+        key_file: join(dir, 'a.key'),
+      })[0],
+    ).toMatch(/^test: webtransport\.cert_file: cannot read .*missing\.crt/);
+    expect(problems({ cert_file: join(dir, 'a.crt'), key_file: join(dir, 'a.key'), port: 1 })).toEqual([
+      'test: webtransport.port: unknown key (expected one of: listen, cert_file, key_file)',
+      'test: webtransport.listen: required: HOST:PORT (HTTP/2 on TCP, and HTTP/3 on UDP where available)',
+    ]);
+  });
+});
+
+describe('stream_endpoints', () => {
+  const route = () =>
+    new RouteRuntime(
+      validateConfig(
+        { routes: [{ name: 'arm', path: '/arm', upstream: 'ws://w/' }], agents: { tokens: ['t'] } },
+        'test',
+        {},
+      ).routes[0]!,
+      new TokenMint(),
+    );
+  const world = [
+    { binding: 'ws', url: 'ws://world/stream', max_frame_bytes: 1 << 20 },
+    { binding: 'grpc', url: 'https://world/grpc' },
+    { binding: 'ws', url: 'ws://world/stream2', channels: [2] },
+    { binding: 'inline' },
+  ];
+
+  it('AWP-TRN-004 without a webtransport listener: ws relayed, inline last', () => {
+    const r = route();
+    expect(r.observerEndpoints('ws://edge:8720').map((e) => e.binding)).toEqual(['ws', 'inline']);
+    expect(r.edgeEndpoints('ws://edge:8720', world).map((e) => e.binding)).toEqual(['ws', 'ws', 'inline']);
+  });
+
+  it('AWP-TRN-004 AWP-ROB-006 AWP-TRN-011 with one: a webtransport endpoint per world ws endpoint, first, keeping channels and max_frame_bytes', () => {
+    const r = route();
+    r.enableWebTransport(4433);
+    expect(r.observerEndpoints('ws://edge.example:8720')).toEqual([
+      { binding: 'webtransport', url: 'https://edge.example:4433/arm/stream' },
+      { binding: 'ws', url: 'ws://edge.example:8720/arm/stream' },
+      { binding: 'inline' },
+    ]);
+    expect(r.edgeEndpoints('wss://[::1]:8720', world)).toEqual([
+      { binding: 'webtransport', url: 'https://[::1]:4433/arm/stream', max_frame_bytes: 1 << 20 },
+      { binding: 'webtransport', url: 'https://[::1]:4433/arm/stream/2', channels: [2] },
+      { binding: 'ws', url: 'wss://[::1]:8720/arm/stream', max_frame_bytes: 1 << 20 },
+      { binding: 'ws', url: 'wss://[::1]:8720/arm/stream/2', channels: [2] },
+      { binding: 'inline' },
+    ]);
+  });
+});
