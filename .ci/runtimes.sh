@@ -109,7 +109,7 @@ patched_copy() {
 }
 
 # Node 20: the system node.
-NODE20=$(command -v node)
+NODE20=$(readlink -f "$(command -v node)")
 case "$("$NODE20" --version)" in v20.*) ;; *) log "warning: the system node is $("$NODE20" --version), not Node 20" ;; esac
 if [ "$need_glibc" = 1 ]; then
   patched_copy "$NODE20" "$DIR/node20-uws/bin/node"
@@ -128,7 +128,7 @@ if [ ! -x "$NODE24" ] || [ "$("$NODE24" --version)" != "v$NODE24_VERSION" ]; the
   tar -xzf "$DIR/dl/$tgz" -C "$DIR/node24.tmp" --strip-components=1
   chmod +x "$DIR/node24.tmp/bin/node"
   rm -rf "$DIR/node24" && mv "$DIR/node24.tmp" "$DIR/node24"
-  rm -f "$DIR/dl/$tgz"
+  rm -rf "$DIR/dl"
 fi
 if [ "$need_glibc" = 1 ]; then
   patched_copy "$NODE24" "$DIR/node24-uws/bin/node"
@@ -136,6 +136,9 @@ if [ "$need_glibc" = 1 ]; then
 else
   NODE24_UWS=$NODE24
 fi
+
+# The apt lists (~55 MB) are only needed to fetch; what was fetched is unpacked.
+rm -rf "$APT"
 
 # Check that each runtime runs, and that uWS loads in the patched ones (when it is installed).
 uws_check() {

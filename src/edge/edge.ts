@@ -84,6 +84,7 @@ export class Edge {
       maxMessageBytes: config.transport.max_message_bytes,
       pingIntervalMs: config.timing.hop_ping_interval_ms,
       upgrade: (req) => ref.edge!.upgrade(req),
+      onError: (err) => log.error({ event: 'internal_error', err: err instanceof Error ? err.stack : String(err) }, 'connection setup failed'),
     });
     const admin = await startAdmin(config.admin, {
       ready: () => ref.edge !== undefined && !ref.edge.draining && storeReady(),

@@ -82,8 +82,14 @@ export class HubUpstream {
   ) {}
 
   get isReady(): boolean {
-    return this.phase === 'ready';
+    return this.phase === 'ready' && this.readyAfterPing === null;
   }
+
+  /**
+   * Streaming: the session is open but the clock has no sample yet; observers are answered once the
+   * first ping returns, so nothing they see is stamped before the edge knows the session clock (AWP-CLK-007).
+   */
+  private readyAfterPing: { resumed: boolean } | null = null;
 
   get isClosed(): boolean {
     return this.phase === 'closed';
@@ -107,6 +113,7 @@ export class HubUpstream {
   lost(): HubUpstreamEffect[] {
     if (this.phase === 'closed') return [];
     this.pending.clear();
+    this.readyAfterPing = null;
     if (this.token === null) {
       this.phase = 'closed';
       this.out.push({ kind: 'failed', reason: 'world connection lost before the session opened' });
@@ -265,7 +272,9 @@ export class HubUpstream {
         this.adoptGrants((r.granted as { channels?: unknown } | undefined)?.channels);
         this.phase = 'ready';
         this.lastPingAt = -Infinity;
-        this.out.push({ kind: 'ready', resumed: p.method === 'session.resume' });
+        const resumed = p.method === 'session.resume';
+        if (this.mode === 'streaming' && this.clock.sample === null) this.readyAfterPing = { resumed };
+        else this.out.push({ kind: 'ready', resumed });
         this.heartbeat(now); // a first clock sample right away (AWP-CLK-008)
         return;
       }
@@ -274,6 +283,10 @@ export class HubUpstream {
         if (ok && typeof r.receive_ns === 'number' && typeof r.transmit_ns === 'number') {
           this.clock.add(Math.round(p.sent_at * 1e6), r.receive_ns, r.transmit_ns, Math.round(now * 1e6));
           this.observeStamp(undefined, r.transmit_ns);
+        }
+        if (this.readyAfterPing !== null && this.phase === 'ready') {
+          this.out.push({ kind: 'ready', resumed: this.readyAfterPing.resumed });
+          this.readyAfterPing = null;
         }
         return;
       }

@@ -45,6 +45,8 @@ export interface EngineOptions {
   /** WebSocket-level ping interval for hop liveness; a connection silent for two intervals is dropped. */
   readonly pingIntervalMs: number;
   readonly upgrade: (req: UpgradeRequest) => Promise<UpgradeOutcome> | UpgradeOutcome;
+  /** A bug surfaced while deciding or opening a connection (answered 500 / closed 1011): log it. */
+  readonly onError?: (err: unknown) => void;
 }
 
 export interface AgentServer {
@@ -60,4 +62,28 @@ export function parseProtocols(header: string | undefined): string[] {
     .split(',')
     .map((p) => p.trim())
     .filter((p) => p.length > 0);
+}
+
+/** What a plain HTTP request to the agent listener is told (426 Upgrade Required). */
+export const NOT_WEBSOCKET = 'this is an AWP WebSocket endpoint: connect with subprotocol "awp"\n';
+
+/** Reason phrases of the statuses the edge refuses upgrades with. */
+export const STATUS_TEXT: Readonly<Record<number, string>> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+};
+
+/** A WebSocket close reason holds at most 123 bytes: cut longer ones at a character boundary. */
+export function closeReason(text: string): string {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= 123) return text;
+  let end = 123;
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--; // back off continuation bytes
+  return bytes.subarray(0, end).toString('utf8');
 }

@@ -5,12 +5,15 @@ import type {
   us_listen_socket,
   us_socket_context_t,
 } from 'uWebSockets.js';
-import type {
-  AgentServer,
-  ConnectionHandlers,
-  EngineOptions,
-  ServerConnection,
-  UpgradeOutcome,
+import {
+  closeReason,
+  NOT_WEBSOCKET,
+  STATUS_TEXT,
+  type AgentServer,
+  type ConnectionHandlers,
+  type EngineOptions,
+  type ServerConnection,
+  type UpgradeOutcome,
 } from './engine.js';
 import { loadUws, type UwsModule } from './uws-load.js';
 import { copyUpgrade, type CopiedUpgrade } from './uws-request.js';
@@ -41,8 +44,6 @@ type ListenWithOptions = (
   cb: (listenSocket: us_listen_socket | false) => void,
 ) => TemplatedApp;
 
-const NOT_WEBSOCKET = 'this is an AWP WebSocket endpoint: connect with subprotocol "awp"\n';
-const MAX_CLOSE_REASON_BYTES = 123;
 const OVERSIZE_GRACE_BYTES = 1024 * 1024;
 const decoder = new TextDecoder();
 
@@ -83,8 +84,9 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
             answer(res, outcome, copied, context);
           });
         })
-        .catch(() => {
+        .catch((err: unknown) => {
           // A failed decision is a 500, as with `ws`; after an answer the response is gone.
+          opts.onError?.(err);
           if (aborted || closing || answered) return;
           res.cork(() => refuse(res, 500, 'internal error\n'));
         });
@@ -96,7 +98,8 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       live.add(c);
       try {
         c.handlers = c.open(wrap(c));
-      } catch {
+      } catch (err) {
+        opts.onError?.(err);
         if (!c.closed) ws.end(1011, 'internal error');
       }
     },
@@ -239,17 +242,6 @@ function refuse(res: HttpResponse, status: number, body: string): void {
     .end(body, true);
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  429: 'Too Many Requests',
-  500: 'Internal Server Error',
-  502: 'Bad Gateway',
-  503: 'Service Unavailable',
-};
-
 function notifyClosed(c: Conn, code: number, reason: string): void {
   if (c.notified) return;
   c.notified = true;
@@ -279,18 +271,9 @@ function wrap(c: Conn): ServerConnection {
     close: (code, reason) => {
       if (c.closed || c.ws === undefined) return;
       c.selfClosed = true;
-      c.ws.end(code, truncateUtf8(reason, MAX_CLOSE_REASON_BYTES));
+      c.ws.end(code, closeReason(reason));
     },
     terminate: () => terminate(c),
     remoteAddress: c.remoteAddress,
   };
-}
-
-/** uWS cuts a close reason at 123 bytes, possibly inside a character; cut at a character boundary. */
-function truncateUtf8(text: string, maxBytes: number): string {
-  const bytes = Buffer.from(text, 'utf8');
-  if (bytes.length <= maxBytes) return text;
-  let end = maxBytes;
-  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--; // back off continuation bytes
-  return bytes.subarray(0, end).toString('utf8');
 }

@@ -2,7 +2,10 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
+  closeReason,
+  NOT_WEBSOCKET,
   parseProtocols,
+  STATUS_TEXT,
   type AgentServer,
   type ConnectionHandlers,
   type EngineOptions,
@@ -15,7 +18,7 @@ import { socketOf } from './ws-socket.js';
 export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
   const http = createServer((_req, res) => {
     res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
-    res.end('this is an AWP WebSocket endpoint: connect with subprotocol "awp"\n');
+    res.end(NOT_WEBSOCKET);
   });
   const wss = new WebSocketServer({
     noServer: true,
@@ -39,12 +42,22 @@ export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
         }
         wss.handleUpgrade(req, socket, head, (ws) => {
           live.add(ws);
-          const conn = wrap(ws, request.remoteAddress);
-          const handlers = outcome.open(conn);
+          let handlers: ConnectionHandlers;
+          try {
+            handlers = outcome.open(wrap(ws, request.remoteAddress));
+          } catch (err) {
+            opts.onError?.(err);
+            live.delete(ws);
+            ws.close(1011, 'internal error');
+            return;
+          }
           attach(ws, handlers, opts.pingIntervalMs, () => live.delete(ws));
         });
       })
-      .catch(() => refuse(socket, 500, 'internal error\n'));
+      .catch((err: unknown) => {
+        opts.onError?.(err);
+        refuse(socket, 500, 'internal error\n');
+      });
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -86,24 +99,13 @@ function refuse(socket: Duplex, status: number, body: string): void {
   );
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  429: 'Too Many Requests',
-  500: 'Internal Server Error',
-  502: 'Bad Gateway',
-  503: 'Service Unavailable',
-};
-
 function wrap(ws: WebSocket, remoteAddress: string): ServerConnection {
   return {
     send: (data, binary) => ws.send(data, { binary }),
     get bufferedAmount() {
       return ws.bufferedAmount;
     },
-    close: (code, reason) => ws.close(code, reason),
+    close: (code, reason) => ws.close(code, closeReason(reason)),
     terminate: () => ws.terminate(),
     remoteAddress,
   };
@@ -116,7 +118,11 @@ export function attach(ws: WebSocket, h: ConnectionHandlers, pingIntervalMs: num
     pingIntervalMs > 0
       ? setInterval(() => {
           if (!alive) {
-            ws.terminate(); // two intervals without a pong: the hop is dead
+            // Two intervals without a pong: the hop is dead, unless the pong is already waiting to be
+            // read behind a stalled event loop, so look once more after this turn's reads.
+            setImmediate(() => {
+              if (!alive) ws.terminate();
+            });
             return;
           }
           alive = false;

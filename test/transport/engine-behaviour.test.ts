@@ -140,6 +140,17 @@ for (const engine of ENGINES) {
       expect(await readToEnd(up)).toBe('internal error\n');
     });
 
+    it('refuses an unsupported WebSocket version with 400 after the decision', async () => {
+      recorder = await startRecorder(engine);
+      const up = await rawUpgrade(recorder.server.port, '/', [
+        ['Sec-WebSocket-Protocol', 'awp'],
+        ['Sec-WebSocket-Version', '7'],
+      ]);
+      expect(up.status).toBe(400);
+      expect(await readToEnd(up)).toContain('Sec-WebSocket-Version');
+      expect(recorder.sides).toHaveLength(0);
+    });
+
     it('answers a plain HTTP request with 426 and the same text on every engine', async () => {
       recorder = await startRecorder(engine);
       const res = await plainGet(recorder.server.port, '/anything');

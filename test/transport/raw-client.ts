@@ -39,14 +39,17 @@ export function startUpgrade(
 ): { socket: Socket; response: Promise<RawUpgrade> } {
   const socket = connect(port, '127.0.0.1');
   socket.on('error', () => socket.destroy());
-  const extra = Array.isArray(headers) ? headers : Object.entries(headers);
+  const extra: readonly (readonly [string, string])[] = Array.isArray(headers)
+    ? headers
+    : Object.entries(headers);
+  const given = new Set(extra.map(([k]) => k.toLowerCase()));
   const lines = [
     `GET ${path} HTTP/1.1`,
     `Host: 127.0.0.1:${port}`,
     'Upgrade: websocket',
     'Connection: Upgrade',
     `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}`,
-    'Sec-WebSocket-Version: 13',
+    ...(given.has('sec-websocket-version') ? [] : ['Sec-WebSocket-Version: 13']),
     ...extra.map(([k, v]) => `${k}: ${v}`),
   ];
   socket.write(`${lines.join('\r\n')}\r\n\r\n`);
