@@ -25,11 +25,15 @@ function readmeAgent(): string {
 function startDemo(): Promise<{ url: string; token: string }> {
   const built = existsSync(`${root}dist/cli/awp-edge.js`);
   const args = built ? ['dist/cli/awp-edge.js'] : ['--import', 'tsx', 'src/cli/awp-edge.ts'];
-  demo = spawn(process.execPath, [...args, 'demo', '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--log-level', 'warn'], {
-    cwd: root,
-    env: { ...process.env, AWP_EDGE_AGENT_TOKENS: '' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  demo = spawn(
+    process.execPath,
+    [...args, 'demo', '--listen', '127.0.0.1:0', '--admin', '127.0.0.1:0', '--log-level', 'warn'],
+    {
+      cwd: root,
+      env: { ...process.env, AWP_EDGE_AGENT_TOKENS: '' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`demo did not start: ${out}`)), 20_000);
@@ -50,7 +54,10 @@ describe('README', () => {
   it('npm start serves the demo and the README agent connects and acts', async () => {
     const { url, token } = await startDemo();
     writeFileSync(agentFile, readmeAgent());
-    const agent = spawn(process.execPath, [agentFile], { cwd: root, env: { ...process.env, AWP_URL: url, AWP_TOKEN: token } });
+    const agent = spawn(process.execPath, [agentFile], {
+      cwd: root,
+      env: { ...process.env, AWP_URL: url, AWP_TOKEN: token },
+    });
     let out = '';
     agent.stdout.on('data', (d: Buffer) => (out += d.toString()));
     agent.stderr.on('data', (d: Buffer) => (out += d.toString()));

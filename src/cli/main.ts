@@ -70,7 +70,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         const file = args.positionals[0] ?? args.values.config;
         if (file === undefined) throw new UsageError('check-config needs a FILE');
         const config = loadConfigFile(file);
-        process.stdout.write(`${file}: ok (${config.routes.length} route${config.routes.length === 1 ? '' : 's'}: ${config.routes.map((r) => r.path).join(', ')})\n`);
+        process.stdout.write(
+          `${file}: ok (${config.routes.length} route${config.routes.length === 1 ? '' : 's'}: ${config.routes.map((r) => r.path).join(', ')})\n`,
+        );
         return 0;
       }
       case 'demo':
@@ -110,7 +112,8 @@ function parse(rest: readonly string[]) {
 }
 
 function configFor(cli: CommandLine, file: string | undefined): EdgeConfig {
-  if (file !== undefined && cli.upstream !== undefined) throw new UsageError('give either --upstream or --config, not both');
+  if (file !== undefined && cli.upstream !== undefined)
+    throw new UsageError('give either --upstream or --config, not both');
   if (file !== undefined) return loadConfigFile(file, process.env, cli);
   if (cli.upstream === undefined) throw new UsageError('serve needs --upstream URL or --config FILE');
   return configFromCommandLine(cli);

@@ -106,7 +106,8 @@ class Checker {
     const envName = this.str(o[`${name}_env`], join(prefix, `${name}_env`));
     if (envName !== undefined) {
       const value = env[envName];
-      if (value === undefined || value === '') this.fail(join(prefix, `${name}_env`), `environment variable ${envName} is not set`);
+      if (value === undefined || value === '')
+        this.fail(join(prefix, `${name}_env`), `environment variable ${envName} is not set`);
       return value;
     }
     const file = this.str(o[`${name}_file`], join(prefix, `${name}_file`));
@@ -130,9 +131,13 @@ class Checker {
       this.fail(key, `expected a ws:// or wss:// URL, got ${JSON.stringify(s)}`);
       return undefined;
     }
-    if (url.protocol !== 'ws:' && url.protocol !== 'wss:') this.fail(key, `expected a ws:// or wss:// URL, got ${url.protocol}//`);
+    if (url.protocol !== 'ws:' && url.protocol !== 'wss:')
+      this.fail(key, `expected a ws:// or wss:// URL, got ${url.protocol}//`);
     if (url.username !== '' || url.password !== '' || urlCarriesCredential(url.search.slice(1))) {
-      this.fail(key, 'the URL carries a credential (AWP-SEC-006): give it as upstream_token_env or upstream_token_file');
+      this.fail(
+        key,
+        'the URL carries a credential (AWP-SEC-006): give it as upstream_token_env or upstream_token_file',
+      );
     }
     return s;
   }
@@ -153,7 +158,14 @@ export function configFromCommandLine(cli: CommandLine, env: Env = process.env):
     admin: cli.admin,
     engine: cli.engine,
     log_level: cli.log_level,
-    routes: [{ name: 'default', path: '/', upstream: cli.upstream, upstream_token_env: env[UPSTREAM_TOKEN_ENV] !== undefined ? UPSTREAM_TOKEN_ENV : undefined }],
+    routes: [
+      {
+        name: 'default',
+        path: '/',
+        upstream: cli.upstream,
+        upstream_token_env: env[UPSTREAM_TOKEN_ENV] !== undefined ? UPSTREAM_TOKEN_ENV : undefined,
+      },
+    ],
   };
   return validateConfig(raw, 'command line', env);
 }
@@ -170,7 +182,15 @@ export function loadConfigFile(file: string, env: Env = process.env, cli: Comman
   const raw = doc.toJS() as unknown;
   const merged =
     typeof raw === 'object' && raw !== null && !Array.isArray(raw)
-      ? { ...(raw as Record<string, unknown>), ...definedOnly({ listen: cli.listen, admin: cli.admin, engine: cli.engine, log_level: cli.log_level }) }
+      ? {
+          ...(raw as Record<string, unknown>),
+          ...definedOnly({
+            listen: cli.listen,
+            admin: cli.admin,
+            engine: cli.engine,
+            log_level: cli.log_level,
+          }),
+        }
       : raw;
   return validateConfig(merged, file, env);
 }
@@ -216,7 +236,15 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
   }
   const engine = c.oneOf(top.engine, 'engine', ['auto', 'uws', 'ws'] as const) ?? 'auto';
   const logLevel =
-    c.oneOf(top.log_level, 'log_level', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const) ?? 'info';
+    c.oneOf(top.log_level, 'log_level', [
+      'fatal',
+      'error',
+      'warn',
+      'info',
+      'debug',
+      'trace',
+      'silent',
+    ] as const) ?? 'info';
 
   const agents = agentCredentials(c, c.obj(top.agents, 'agents') ?? {}, 'agents', env, true);
   const routesRaw = top.routes;
@@ -231,9 +259,13 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
   }
   const seen = new Map<string, string>();
   for (const r of routes) {
-    for (const [what, value] of [['path', r.path], ['name', r.name]] as const) {
+    for (const [what, value] of [
+      ['path', r.path],
+      ['name', r.name],
+    ] as const) {
       const k = `${what}:${value}`;
-      if (seen.has(k)) c.fail(`routes (${r.name})`, `${what} ${JSON.stringify(value)} is used by more than one route`);
+      if (seen.has(k))
+        c.fail(`routes (${r.name})`, `${what} ${JSON.stringify(value)} is used by more than one route`);
       seen.set(k, r.name);
     }
   }
@@ -245,7 +277,8 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
   const store = storeConfig(c, c.obj(top.store, 'store') ?? {}, env);
   const budgetsRaw = c.obj(top.budgets, 'budgets') ?? {};
   c.known(budgetsRaw, 'budgets', Object.keys(DEFAULT_BUDGETS));
-  const budget = (k: keyof typeof DEFAULT_BUDGETS) => c.int(budgetsRaw[k], `budgets.${k}`, 1, 2 ** 40) ?? DEFAULT_BUDGETS[k];
+  const budget = (k: keyof typeof DEFAULT_BUDGETS) =>
+    c.int(budgetsRaw[k], `budgets.${k}`, 1, 2 ** 40) ?? DEFAULT_BUDGETS[k];
   const drainRaw = c.obj(top.drain, 'drain') ?? {};
   c.known(drainRaw, 'drain', ['window_ms']);
   const config: EdgeConfig = {
@@ -257,18 +290,22 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
     routes,
     timing: {
       hop_ping_interval_ms:
-        c.int(timingRaw.hop_ping_interval_ms, 'timing.hop_ping_interval_ms', 0, 600_000) ?? DEFAULT_TIMING.hop_ping_interval_ms,
+        c.int(timingRaw.hop_ping_interval_ms, 'timing.hop_ping_interval_ms', 0, 600_000) ??
+        DEFAULT_TIMING.hop_ping_interval_ms,
       upstream_connect_timeout_ms:
         c.int(timingRaw.upstream_connect_timeout_ms, 'timing.upstream_connect_timeout_ms', 100, 120_000) ??
         DEFAULT_TIMING.upstream_connect_timeout_ms,
     },
     transport: {
       max_message_bytes:
-        c.int(transportRaw.max_message_bytes, 'transport.max_message_bytes', 1024, 1 << 30) ?? DEFAULT_TRANSPORT.max_message_bytes,
+        c.int(transportRaw.max_message_bytes, 'transport.max_message_bytes', 1024, 1 << 30) ??
+        DEFAULT_TRANSPORT.max_message_bytes,
       high_water_bytes:
-        c.int(transportRaw.high_water_bytes, 'transport.high_water_bytes', 1024, 1 << 30) ?? DEFAULT_TRANSPORT.high_water_bytes,
+        c.int(transportRaw.high_water_bytes, 'transport.high_water_bytes', 1024, 1 << 30) ??
+        DEFAULT_TRANSPORT.high_water_bytes,
       max_queued_bytes:
-        c.int(transportRaw.max_queued_bytes, 'transport.max_queued_bytes', 65_536, 2 ** 31) ?? DEFAULT_TRANSPORT.max_queued_bytes,
+        c.int(transportRaw.max_queued_bytes, 'transport.max_queued_bytes', 65_536, 2 ** 31) ??
+        DEFAULT_TRANSPORT.max_queued_bytes,
     },
     store,
     drain: { window_ms: c.int(drainRaw.window_ms, 'drain.window_ms', 0, 600_000) ?? 20_000 },
@@ -293,7 +330,10 @@ function webtransportConfig(c: Checker, raw: unknown): WebTransportConfig | unde
   const listen = c.address(o.listen, 'webtransport.listen');
   if (o.listen === undefined)
     c.fail('webtransport.listen', 'required: HOST:PORT (HTTP/2 on TCP, and HTTP/3 on UDP where available)');
-  const files: Record<'cert_file' | 'key_file', string | undefined> = { cert_file: undefined, key_file: undefined };
+  const files: Record<'cert_file' | 'key_file', string | undefined> = {
+    cert_file: undefined,
+    key_file: undefined,
+  };
   for (const k of ['cert_file', 'key_file'] as const) {
     const file = c.str(o[k], `webtransport.${k}`);
     if (o[k] === undefined) c.fail(`webtransport.${k}`, 'required: a PEM file');
@@ -320,7 +360,8 @@ function storeConfig(c: Checker, o: Record<string, unknown>, env: Env): StoreCon
   c.known(o, 'store', ['kind', 'url', 'url_env', 'url_file', 'key_prefix']);
   const kind = c.oneOf(o.kind, 'store.kind', ['memory', 'redis'] as const) ?? 'memory';
   if (kind === 'memory') {
-    for (const k of ['url', 'url_env', 'url_file', 'key_prefix']) if (o[k] !== undefined) c.fail(`store.${k}`, 'only for kind: redis');
+    for (const k of ['url', 'url_env', 'url_file', 'key_prefix'])
+      if (o[k] !== undefined) c.fail(`store.${k}`, 'only for kind: redis');
     return { kind };
   }
   // The URL may carry a password: it is a credential, given like one.
@@ -355,12 +396,16 @@ function agentCredentials(
   }
   const joined = c.secret({ ...o, tokens: undefined }, prefix, 'tokens', env);
   if (joined !== undefined) tokens = splitTokens(joined);
-  if (tokens === undefined && isDefault && env[AGENT_TOKENS_ENV] !== undefined) tokens = splitTokens(env[AGENT_TOKENS_ENV]);
+  if (tokens === undefined && isDefault && env[AGENT_TOKENS_ENV] !== undefined)
+    tokens = splitTokens(env[AGENT_TOKENS_ENV]);
   const anonymous = c.bool(o.allow_anonymous, join(prefix, 'allow_anonymous'));
   if (tokens === undefined && anonymous === undefined) return undefined;
   for (const t of tokens ?? []) {
     if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(t)) {
-      c.fail(join(prefix, 'tokens'), 'a token has characters outside RFC 6455 token characters (it could not travel as awp.bearer.<token>)');
+      c.fail(
+        join(prefix, 'tokens'),
+        'a token has characters outside RFC 6455 token characters (it could not travel as awp.bearer.<token>)',
+      );
       break;
     }
   }
@@ -379,18 +424,32 @@ function routeConfig(
   if (o === undefined) return undefined;
   c.known(o, prefix, ROUTE_KEYS);
   const path = c.str(o.path, join(prefix, 'path')) ?? (o.path === undefined ? '/' : undefined);
-  if (path !== undefined && (!path.startsWith('/') || /[?#]/.test(path) || (path !== '/' && path.endsWith('/')))) {
-    c.fail(join(prefix, 'path'), `expected an absolute path like /worlds/arm (no trailing slash, query or fragment), got ${JSON.stringify(path)}`);
+  if (
+    path !== undefined &&
+    (!path.startsWith('/') || /[?#]/.test(path) || (path !== '/' && path.endsWith('/')))
+  ) {
+    c.fail(
+      join(prefix, 'path'),
+      `expected an absolute path like /worlds/arm (no trailing slash, query or fragment), got ${JSON.stringify(path)}`,
+    );
   }
-  if (path !== undefined && /\/stream(\/|$)/.test(path)) c.fail(join(prefix, 'path'), '"stream" is reserved for stream endpoints');
+  if (path !== undefined && /\/stream(\/|$)/.test(path))
+    c.fail(join(prefix, 'path'), '"stream" is reserved for stream endpoints');
   const upstream = c.upstreamUrl(o.upstream, join(prefix, 'upstream'));
-  if (o.upstream === undefined) c.fail(join(prefix, 'upstream'), 'required: the world\'s ws:// or wss:// URL');
-  const name = c.str(o.name, join(prefix, 'name')) ?? (path === '/' ? 'default' : path?.slice(1).replaceAll('/', '_'));
+  if (o.upstream === undefined) c.fail(join(prefix, 'upstream'), "required: the world's ws:// or wss:// URL");
+  const name =
+    c.str(o.name, join(prefix, 'name')) ?? (path === '/' ? 'default' : path?.slice(1).replaceAll('/', '_'));
   if (name !== undefined && !/^[A-Za-z_][A-Za-z0-9_.:-]*$/.test(name)) {
-    c.fail(join(prefix, 'name'), `expected an identifier (letters, digits, _ . : -), got ${JSON.stringify(name)}`);
+    c.fail(
+      join(prefix, 'name'),
+      `expected an identifier (letters, digits, _ . : -), got ${JSON.stringify(name)}`,
+    );
   }
   const upstreamToken = c.secret(o, prefix, 'upstream_token', env);
-  const own = o.agents !== undefined ? agentCredentials(c, c.obj(o.agents, join(prefix, 'agents')) ?? {}, join(prefix, 'agents'), env, false) : undefined;
+  const own =
+    o.agents !== undefined
+      ? agentCredentials(c, c.obj(o.agents, join(prefix, 'agents')) ?? {}, join(prefix, 'agents'), env, false)
+      : undefined;
   const agents = own ?? defaults;
   if (agents === undefined || (agents.tokens.length === 0 && !agents.allow_anonymous)) {
     c.fail(
@@ -398,15 +457,24 @@ function routeConfig(
       `no agent credentials: set ${AGENT_TOKENS_ENV} (comma-separated), or agents.tokens / tokens_env / tokens_file in the config`,
     );
   } else if (agents.allow_anonymous && !isLoopback(listen.host)) {
-    c.fail(join(prefix, 'agents.allow_anonymous'), `anonymous agents are only allowed when listening on loopback, not ${listen.host} (AWP-SEC-002)`);
+    c.fail(
+      join(prefix, 'agents.allow_anonymous'),
+      `anonymous agents are only allowed when listening on loopback, not ${listen.host} (AWP-SEC-002)`,
+    );
   }
   const observers = c.oneOf(o.observers, join(prefix, 'observers'), ['fanout', 'relay'] as const) ?? 'fanout';
   const approversRaw = c.obj(o.approvers, join(prefix, 'approvers')) ?? {};
   c.known(approversRaw, join(prefix, 'approvers'), ['tokens', 'tokens_env', 'tokens_file']);
-  const approverTokens = splitTokens(c.secret({ ...approversRaw, tokens: undefined }, join(prefix, 'approvers'), 'tokens', env) ?? '');
-  if (Array.isArray(approversRaw.tokens)) approverTokens.push(...(approversRaw.tokens as unknown[]).filter((t): t is string => typeof t === 'string'));
+  const approverTokens = splitTokens(
+    c.secret({ ...approversRaw, tokens: undefined }, join(prefix, 'approvers'), 'tokens', env) ?? '',
+  );
+  if (Array.isArray(approversRaw.tokens))
+    approverTokens.push(
+      ...(approversRaw.tokens as unknown[]).filter((t): t is string => typeof t === 'string'),
+    );
   const linger = c.int(o.hub_linger_ms, join(prefix, 'hub_linger_ms'), 0, 3_600_000) ?? 5_000;
-  if (path === undefined || upstream === undefined || name === undefined || agents === undefined) return undefined;
+  if (path === undefined || upstream === undefined || name === undefined || agents === undefined)
+    return undefined;
   return {
     name,
     path,

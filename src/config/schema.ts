@@ -44,8 +44,7 @@ export interface TransportConfig {
 }
 
 export type StoreConfig =
-  | { readonly kind: 'memory' }
-  | { readonly kind: 'redis'; readonly url: string; readonly key_prefix: string };
+  { readonly kind: 'memory' } | { readonly kind: 'redis'; readonly url: string; readonly key_prefix: string };
 
 export interface DrainConfig {
   /** On SIGTERM, agents are closed (1001) spread over this window with full jitter, then the process exits. */

@@ -24,6 +24,7 @@ import type { ChannelHub, HubContext } from '../fanout/channel-hub.js';
 import type { ObserverSession } from '../fanout/observer-session.js';
 import { WsStreamSink } from '../fanout/ws-stream-sink.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
+import { redact } from '../telemetry/redact.js';
 import { peekFrame } from '../protocol/frame.js';
 
 export interface EdgeOptions {
@@ -59,13 +60,18 @@ export class Edge {
         : await openStore(config.store, mint, log);
     const store = opened.store;
     const storeReady = () => store.healthy() && opened.epochReady();
-    const refused = () => (storeReady() ? undefined : `the session store (${store.kind}) is unreachable; retry shortly`);
+    const refused = () =>
+      storeReady() ? undefined : `the session store (${store.kind}) is unreachable; retry shortly`;
     const routes = config.routes.map((r) => new RouteRuntime(r, mint, refused));
     const metrics = options.metrics ?? new EdgeMetrics();
     const now = () => performance.now();
     // Refusals are counted where the route is known; here each episode is logged once.
     const budgets = new CredentialBudgets(config.budgets, now, (kind, budget, first) => {
-      if (first) log.warn({ event: 'budget_exceeded', budget: kind, agent: budget.id }, 'an agent exceeded its budget');
+      if (first)
+        log.warn(
+          { event: 'budget_exceeded', budget: kind, agent: budget.id },
+          'an agent exceeded its budget',
+        );
     });
     const ctx: EdgeContext = {
       config,
@@ -84,7 +90,11 @@ export class Edge {
       maxMessageBytes: config.transport.max_message_bytes,
       pingIntervalMs: config.timing.hop_ping_interval_ms,
       upgrade: (req) => ref.edge!.upgrade(req),
-      onError: (err) => log.error({ event: 'internal_error', err: err instanceof Error ? err.stack : String(err) }, 'connection setup failed'),
+      onError: (err) =>
+        log.error(
+          { event: 'internal_error', err: err instanceof Error ? err.stack : String(err) },
+          'connection setup failed',
+        ),
     });
     const admin = await startAdmin(config.admin, {
       ready: () => ref.edge !== undefined && !ref.edge.draining && storeReady(),
@@ -99,10 +109,12 @@ export class Edge {
     if (config.webtransport !== undefined) {
       // Loaded only when configured: the library probes for its native HTTP/3 transport on import.
       const { startWebTransportEndpoint } = await import('./webtransport-endpoint.js');
-      edge.webtransport = await startWebTransportEndpoint(ctx, routes, () => edge.draining).catch(async (err: unknown) => {
-        await edge.close(); // e.g. its port is taken: release what did start
-        throw err;
-      });
+      edge.webtransport = await startWebTransportEndpoint(ctx, routes, () => edge.draining).catch(
+        async (err: unknown) => {
+          await edge.close(); // e.g. its port is taken: release what did start
+          throw err;
+        },
+      );
     }
     // Timers of the observer hubs and their sessions (heartbeats, telemetry, linger, expiry).
     edge.timer = setInterval(() => {
@@ -164,35 +176,55 @@ export class Edge {
   private async upgrade(req: UpgradeRequest): Promise<UpgradeOutcome> {
     const outcome = await this.decide(req);
     if (!outcome.accept && 'reason' in outcome) {
-      const r = outcome as Refusal;
+      const r = outcome;
       this.ctx.metrics.rejections.labels(r.route, r.reason).inc();
-      this.ctx.log.info({ event: 'connection_refused', route: r.route, reason: r.reason, status: r.status, path: req.path });
+      this.ctx.log.info({
+        event: 'connection_refused',
+        route: r.route,
+        reason: r.reason,
+        status: r.status,
+        path: req.path,
+      });
     }
     return outcome;
   }
 
   private async decide(req: UpgradeRequest): Promise<UpgradeOutcome | Refusal> {
     if (urlCarriesCredential(req.query)) {
-      return refuse(400, 'credential_in_url', 'credentials must not appear in URLs (AWP-SEC-006): use the Authorization header or the awp.bearer.<token> subprotocol');
+      return refuse(
+        400,
+        'credential_in_url',
+        'credentials must not appear in URLs (AWP-SEC-006): use the Authorization header or the awp.bearer.<token> subprotocol',
+      );
     }
-    if (!req.protocols.includes('awp')) return refuse(400, 'no_subprotocol', 'offer the WebSocket subprotocol "awp"');
+    if (!req.protocols.includes('awp'))
+      return refuse(400, 'no_subprotocol', 'offer the WebSocket subprotocol "awp"');
     if (this.draining) return refuse(503, 'draining', 'this edge is draining; reconnect to another replica');
     const credential = bearerCredential(req.header('authorization'), req.protocols);
     const base = this.publicBase(req);
     for (const route of this.routes) {
       if (req.path === route.config.path) {
-        const approver = credential !== undefined && credentialMatches(credential, route.config.approver_tokens);
+        const approver =
+          credential !== undefined && credentialMatches(credential, route.config.approver_tokens);
         if (credential === undefined) {
-          if (!route.config.allow_anonymous) return refuse(401, 'missing_credential', 'missing bearer credential', route);
+          if (!route.config.allow_anonymous)
+            return refuse(401, 'missing_credential', 'missing bearer credential', route);
         } else if (!approver && !credentialMatches(credential, route.config.agent_tokens)) {
           return refuse(401, 'invalid_credential', 'invalid bearer credential', route);
         }
         const budget = this.ctx.budgets.for(credential);
-        if (!budget.openConnection()) return refuse(429, 'budget_connections', 'this credential holds as many connections as its budget allows', route);
+        if (!budget.openConnection())
+          return refuse(
+            429,
+            'budget_connections',
+            'this credential holds as many connections as its budget allows',
+            route,
+          );
         return {
           accept: true,
           protocol: 'awp',
-          open: (conn) => new RelayDriver(this.ctx, route, conn, base, budget, approver ? credential : undefined),
+          open: (conn) =>
+            new RelayDriver(this.ctx, route, conn, base, budget, approver ? credential : undefined),
         };
       }
       const index = route.worldEndpointIndex(req.path);
@@ -202,30 +234,56 @@ export class Edge {
   }
 
   /** A stream connection: its credential is the session token the edge minted (AWP-TRN-013). */
-  private async openStream(route: RouteRuntime, index: number, token: string | undefined): Promise<UpgradeOutcome | Refusal> {
+  private async openStream(
+    route: RouteRuntime,
+    index: number,
+    token: string | undefined,
+  ): Promise<UpgradeOutcome | Refusal> {
     if (token === undefined) return refuse(401, 'stream_unauthorized', 'missing session token', route);
     const observer = route.observer(token);
     if (observer !== undefined) return this.openObserverStream(route, observer.hub, observer.session, index);
     const session = this.ctx.registry.attachedSession(token);
     if (session === undefined || session.record.route !== route.name) {
-      return refuse(401, 'stream_unauthorized', 'the token names no session with a live control connection here', route);
+      return refuse(
+        401,
+        'stream_unauthorized',
+        'the token names no session with a live control connection here',
+        route,
+      );
     }
     const endpoint = session.upstreamEndpoints[index];
-    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string') return refuse(404, 'no_route', 'no such stream endpoint', route);
+    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string')
+      return refuse(404, 'no_route', 'no such stream endpoint', route);
     try {
       const relay = await StreamRelay.open(this.ctx, session, endpoint.url);
       return { accept: true, protocol: 'awp', open: (conn) => relay.attach(conn) };
     } catch (err) {
       const detail = err instanceof DialError ? err.message : String(err);
       this.ctx.metrics.upstreamFailures.labels(route.name, 'stream', 'unreachable').inc();
-      return refuse(502, 'stream_unavailable', `the world's stream endpoint is unavailable: ${detail}`, route);
+      return refuse(
+        502,
+        'stream_unavailable',
+        `the world's stream endpoint is unavailable: ${detail}`,
+        route,
+      );
     }
   }
 
   /** An observer's stream connection, served by its hub: frames only, from the edge to the observer. */
-  private openObserverStream(route: RouteRuntime, hub: ChannelHub, session: ObserverSession, index: number): UpgradeOutcome | Refusal {
+  private openObserverStream(
+    route: RouteRuntime,
+    hub: ChannelHub,
+    session: ObserverSession,
+    index: number,
+  ): UpgradeOutcome | Refusal {
     if (index !== 0) return refuse(404, 'no_route', 'no such stream endpoint', route);
-    if (!session.attached) return refuse(401, 'stream_unauthorized', 'the token names no session with a live control connection here', route);
+    if (!session.attached)
+      return refuse(
+        401,
+        'stream_unauthorized',
+        'the token names no session with a live control connection here',
+        route,
+      );
     const t = this.config.transport;
     const metrics = this.ctx.metrics;
     return {
@@ -267,7 +325,10 @@ export class Edge {
     const window = this.config.drain.window_ms;
     const shared = this.ctx.registry.store.kind !== 'memory';
     const conns = [...this.ctx.connections];
-    this.ctx.log.info({ event: 'drain_started', connections: conns.length, window_ms: window, shared_store: shared }, 'draining');
+    this.ctx.log.info(
+      { event: 'drain_started', connections: conns.length, window_ms: window, shared_store: shared },
+      'draining',
+    );
     let cut = 0;
     if (shared) {
       await Promise.all(
@@ -283,10 +344,14 @@ export class Edge {
       );
     } else {
       const end = performance.now() + window;
-      while (this.ctx.connections.size > 0 && performance.now() < end) await new Promise((r) => setTimeout(r, 100));
+      while (this.ctx.connections.size > 0 && performance.now() < end)
+        await new Promise((r) => setTimeout(r, 100));
       cut = this.ctx.connections.size;
       if (cut > 0) {
-        this.ctx.log.warn({ event: 'drain_cut', connections: cut }, 'drain window over: closing agents whose sessions cannot resume elsewhere');
+        this.ctx.log.warn(
+          { event: 'drain_cut', connections: cut },
+          'drain window over: closing agents whose sessions cannot resume elsewhere',
+        );
       }
     }
     await this.close();
@@ -315,7 +380,8 @@ function hubContext(
   log: Logger,
   now: () => number,
 ): Omit<HubContext, 'retired'> {
-  const frames = new FrameMetrics(metrics, route.name, 'hub', 'world_to_agent', now);
+  // Observers' inline frames: forward latency is measured to their control connections.
+  const frames = new FrameMetrics(metrics, route.name, 'inline', 'world_to_agent', now);
   return {
     route: route.name,
     upstreamUrl: route.config.upstream,
@@ -329,11 +395,18 @@ function hubContext(
     now,
     mintToken: () => mint.mint(),
     endpoints: (base) => route.observerEndpoints(base),
-    countFrame: (channel, outcome, bytes) => frames.count(channel, outcome, bytes),
-    noteSession: (event, detail) => {
-      if (event === 'opened' || event === 'closed' || event === 'suspended' || event === 'resumed') {
-        log.info({ route: route.name, event: `observer_${event}`, ...(detail !== undefined ? { reason: detail } : {}) });
-      }
+    frames,
+    upstream: (kind, delta) => metrics.upstreamConnections.labels(route.name, kind).inc(delta),
+    upstreamFailed: (kind) => metrics.upstreamFailures.labels(route.name, kind, 'unreachable').inc(),
+    rejected: (reason) => metrics.rejections.labels(route.name, reason).inc(),
+    noteSession: (event, session, detail) => {
+      log.info({
+        route: route.name,
+        event: `observer_${event}`,
+        session_id: session.session_id,
+        token: redact(session.token),
+        ...(detail !== undefined ? { reason: detail } : {}),
+      });
     },
     log: (level, fields, message) => log[level](fields, message),
   };

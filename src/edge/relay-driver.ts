@@ -40,7 +40,9 @@ export class RelayDriver implements ConnectionHandlers {
     /** An approver's own credential, presented upstream in place of the edge's (AWP-APR-005). */
     private readonly approverCredential?: string,
   ) {
-    this.core = new RelayConnection(route.forConnection(publicBase, budget, approverCredential !== undefined));
+    this.core = new RelayConnection(
+      route.forConnection(publicBase, budget, approverCredential !== undefined),
+    );
     const t = ctx.config.transport;
     this.frames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'world_to_agent', ctx.now);
     this.commandFrames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'agent_to_world', ctx.now);
@@ -64,9 +66,16 @@ export class RelayDriver implements ConnectionHandlers {
       this.agent.close(code, reason);
       return;
     }
-    if (this.observer !== null && !binary) {
-      this.observer.fromAgent(data as string, this.ctx.now());
-      return;
+    if (this.observer !== null) {
+      if (this.observer.state === 'closed') {
+        // The observer session ended on this connection (session.close): a new session needs a new one.
+        this.agent.close(1000, 'session closed');
+        return;
+      }
+      if (!binary) {
+        this.observer.fromAgent(data as string, this.ctx.now());
+        return;
+      }
     }
     if (binary) {
       // The control channel carries JSON-RPC text only (AWP-TRN-001).
@@ -93,7 +102,9 @@ export class RelayDriver implements ConnectionHandlers {
   }
 
   private toUpstream(text: string, f?: FrameRoute): void {
-    if (this.upstreamOut?.push(text, false, f?.latest_wins === true ? f.channel_id : undefined) === 'overflow') {
+    if (
+      this.upstreamOut?.push(text, false, f?.latest_wins === true ? f.channel_id : undefined) === 'overflow'
+    ) {
       this.upstream?.close(1008, 'send queue full');
     }
   }
@@ -110,10 +121,13 @@ export class RelayDriver implements ConnectionHandlers {
       this.toUpstream(f.text, f.frame);
     }
     if (next === undefined) return;
-    this.pacerTimer = setTimeout(() => {
-      this.pacerTimer = undefined;
-      this.schedulePacer();
-    }, Math.max(0, next - this.ctx.now()));
+    this.pacerTimer = setTimeout(
+      () => {
+        this.pacerTimer = undefined;
+        this.schedulePacer();
+      },
+      Math.max(0, next - this.ctx.now()),
+    );
   }
 
   /** Whether this connection's session counts against its credential's session budget. */
@@ -162,7 +176,9 @@ export class RelayDriver implements ConnectionHandlers {
           const sessionNow = this.core.currentSession?.clock.sessionNow(Math.round(now * 1e6));
           this.frames.observeAge(f.channel, f.ts_mono_ns, f.ts_send_ns, sessionNow);
         }
-        if (this.agentOut.push(e.text, false, f?.latest_wins ? f.channel_id : undefined, note) === 'overflow') {
+        if (
+          this.agentOut.push(e.text, false, f?.latest_wins ? f.channel_id : undefined, note) === 'overflow'
+        ) {
           ctx.log.warn({ route: this.route.name, event: 'agent_overflow' }, 'agent stopped reading; closing');
           ctx.metrics.rejections.labels(this.route.name, 'send_queue_full').inc();
           this.agent.close(1008, 'send queue full');
@@ -206,23 +222,22 @@ export class RelayDriver implements ConnectionHandlers {
           this.agentOut.flushAll();
           this.observer = obs.session;
           this.countSession(true);
-          obs.session.resume(this.observerConnection(), e.id, e.last_status_seq, ctx.now());
+          const replayed = obs.session.resume(this.observerConnection(), e.id, e.last_status_seq, ctx.now());
           ctx.metrics.resumes.labels(this.route.name, 'observer', 'resumed').inc();
+          ctx.metrics.replayLength.labels(this.route.name, 'observer').observe(replayed);
           return;
         }
-        ctx.registry
-          .claim(e.token)
-          .then(
-            (found) => {
-              if (found === null) ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
-              this.run(this.core.sessionLookedUp(found, ctx.now()));
-            },
-            (err: unknown) => {
-              ctx.log.error({ route: this.route.name, err: String(err) }, 'session store lookup failed');
-              ctx.metrics.resumes.labels(this.route.name, 'relay', 'store_unavailable').inc();
-              this.run(this.core.sessionLookupFailed('the session store is unavailable; retry'));
-            },
-          );
+        ctx.registry.claim(e.token).then(
+          (found) => {
+            if (found === null) ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
+            this.run(this.core.sessionLookedUp(found, ctx.now()));
+          },
+          (err: unknown) => {
+            ctx.log.error({ route: this.route.name, err: String(err) }, 'session store lookup failed');
+            ctx.metrics.resumes.labels(this.route.name, 'relay', 'store_unavailable').inc();
+            this.run(this.core.sessionLookupFailed('the session store is unavailable; retry'));
+          },
+        );
         return;
       }
       case 'session-created':
@@ -257,7 +272,9 @@ export class RelayDriver implements ConnectionHandlers {
         return;
       }
       case 'journal-ack':
-        ctx.registry.store.acknowledge(e.session.token, e.session.fence, e.status_seq).catch((err: unknown) => this.storeWriteFailed(err));
+        ctx.registry.store
+          .acknowledge(e.session.token, e.session.fence, e.status_seq)
+          .catch((err: unknown) => this.storeWriteFailed(err));
         return;
       case 'rpc-done':
         if (e.method === 'initialize:deferred') return;
@@ -288,12 +305,18 @@ export class RelayDriver implements ConnectionHandlers {
    */
   private storeWriteFailed(err: unknown): void {
     if (err instanceof FencedError) {
-      this.ctx.log.warn({ route: this.route.name, event: 'session_fenced' }, 'session resumed at another replica; letting go');
+      this.ctx.log.warn(
+        { route: this.route.name, event: 'session_fenced' },
+        'session resumed at another replica; letting go',
+      );
       this.upstream?.close(1000, 'session moved to another edge replica');
       this.terminate(1001, 'session resumed elsewhere');
       return;
     }
-    this.ctx.log.error({ route: this.route.name, event: 'store_write_failed', err: String(err) }, 'session store write failed');
+    this.ctx.log.error(
+      { route: this.route.name, event: 'store_write_failed', err: String(err) },
+      'session store write failed',
+    );
   }
 
   /** Holds later agent output until `write` is durable (an agent must never hold a token the store lacks). */
@@ -307,7 +330,10 @@ export class RelayDriver implements ConnectionHandlers {
       (err: unknown) => {
         this.barrier = null;
         this.waiting.length = 0;
-        this.ctx.log.error({ route: this.route.name, err: String(err) }, 'session store refused a new session');
+        this.ctx.log.error(
+          { route: this.route.name, err: String(err) },
+          'session store refused a new session',
+        );
         this.ctx.registry.ended(session);
         this.upstream?.close(1000, 'session could not be stored');
         this.agent.close(1011, 'session store unavailable');
@@ -352,8 +378,17 @@ export class RelayDriver implements ConnectionHandlers {
       },
       (err: unknown) => {
         const detail = err instanceof DialError ? err.message : String(err);
-        this.ctx.log.warn({ route: this.route.name, event: 'upstream_unavailable', detail }, 'cannot reach the world');
-        this.ctx.metrics.upstreamFailures.labels(this.route.name, 'control', err instanceof DialError && err.status !== undefined ? 'refused' : 'unreachable').inc();
+        this.ctx.log.warn(
+          { route: this.route.name, event: 'upstream_unavailable', detail },
+          'cannot reach the world',
+        );
+        this.ctx.metrics.upstreamFailures
+          .labels(
+            this.route.name,
+            'control',
+            err instanceof DialError && err.status !== undefined ? 'refused' : 'unreachable',
+          )
+          .inc();
         this.run(this.core.upstreamFailed(detail));
       },
     );

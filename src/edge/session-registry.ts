@@ -80,7 +80,8 @@ export class SessionRegistry {
     this.closeBound(session.token, 1001, 'session suspended');
     session.record.suspended_at_ms = nowMs;
     void this.store.setSuspended(session.token, session.fence, nowMs).catch(() => undefined);
-    const window = session.record.reconnect_window_ms > 0 ? session.record.reconnect_window_ms : DEFAULT_WINDOW_MS;
+    const window =
+      session.record.reconnect_window_ms > 0 ? session.record.reconnect_window_ms : DEFAULT_WINDOW_MS;
     this.clearTimer(session.token);
     const timer = setTimeout(() => {
       if (session.attachment === null) this.ended(session);

@@ -62,7 +62,12 @@ export class StreamRelay implements ConnectionHandlers {
         close: () => relay.end(1001, 'world stream connection closed'),
       },
     );
-    relay.upstreamOut = new Outbox(relay.upstream, t.transport.high_water_bytes, t.transport.max_queued_bytes, relay.toWorldMetrics);
+    relay.upstreamOut = new Outbox(
+      relay.upstream,
+      t.transport.high_water_bytes,
+      t.transport.max_queued_bytes,
+      relay.toWorldMetrics,
+    );
     relay.unbind = ctx.registry.bind(session.token, relay);
     ctx.metrics.upstreamConnections.labels(relay.route, 'stream').inc();
     return relay;
@@ -115,10 +120,13 @@ export class StreamRelay implements ConnectionHandlers {
     const { frames, next } = this.pacer.due(this.ctx.now());
     for (const buf of frames) this.toWorld(buf, peekFrame(buf, this.header).channel_id);
     if (next === undefined) return;
-    this.pacerTimer = setTimeout(() => {
-      this.pacerTimer = undefined;
-      this.schedulePacer();
-    }, Math.max(0, next - this.ctx.now()));
+    this.pacerTimer = setTimeout(
+      () => {
+        this.pacerTimer = undefined;
+        this.schedulePacer();
+      },
+      Math.max(0, next - this.ctx.now()),
+    );
   }
 
   drain(): void {
@@ -152,8 +160,16 @@ export class StreamRelay implements ConnectionHandlers {
     }
     const h = this.header;
     const channel = this.channel();
-    this.toAgentMetrics.observeAge(channel, h.ts_mono_ns, h.has_ts_send_ns ? h.ts_send_ns : undefined, this.session.clock.sessionNow(Math.round(this.ctx.now() * 1e6)));
-    if (this.agentOut.push(buf, true, this.latestWins(), { received_at: this.ctx.now(), channel }) === 'overflow') {
+    this.toAgentMetrics.observeAge(
+      channel,
+      h.ts_mono_ns,
+      h.has_ts_send_ns ? h.ts_send_ns : undefined,
+      this.session.clock.sessionNow(Math.round(this.ctx.now() * 1e6)),
+    );
+    if (
+      this.agentOut.push(buf, true, this.latestWins(), { received_at: this.ctx.now(), channel }) ===
+      'overflow'
+    ) {
       // A reliable channel cannot drop: the agent loses this stream connection and resyncs when it
       // reconnects; closing the world's side too makes the world restart it with a resync keyframe.
       this.toAgentMetrics.count(channel, 'dropped_slow', buf.length);
@@ -185,7 +201,12 @@ export class StreamRelay implements ConnectionHandlers {
     clearTimeout(this.pacerTimer);
     this.unbind();
     if (detail !== undefined) {
-      this.ctx.log.info({ event: 'stream_closed', route: this.route, session_id: this.session.record.session_id, detail });
+      this.ctx.log.info({
+        event: 'stream_closed',
+        route: this.route,
+        session_id: this.session.record.session_id,
+        detail,
+      });
     }
     this.ctx.metrics.upstreamConnections.labels(this.route, 'stream').dec();
     if (this.agentOut !== null) this.ctx.metrics.agentConnections.labels(this.route, 'stream').dec();

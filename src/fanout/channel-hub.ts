@@ -8,12 +8,14 @@ import { randomBytes } from 'node:crypto';
 import { createFrameHeader, encodeFrame, peekFrame, FrameError } from '../protocol/frame.js';
 import { inlineToFrame } from '../protocol/inline-frame.js';
 import type { StreamEndpoint } from '../relay/relay-session.js';
-import type { FrameOutcome } from '../telemetry/metrics.js';
+import type { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
 import { HubUpstream, type ChannelDecl, type HubUpstreamEffect, type UpstreamGrant } from './hub-upstream.js';
 import { KeyframeCache, type HubFrame } from './keyframe-cache.js';
 import { ObserverSession, type ObserverConnection, type ObserverHost } from './observer-session.js';
 import type { StreamSink, SubscribedChannel } from './subscriber.js';
+
+type HubFrameMetrics = Pick<FrameMetrics, 'count' | 'observeAge' | 'received' | 'written' | 'replaced'>;
 
 /** What a hub needs from the edge around it. */
 export interface HubContext {
@@ -31,8 +33,13 @@ export interface HubContext {
   mintToken(): string;
   /** The edge's own stream endpoints for observers of this route. */
   endpoints(publicBase: string): StreamEndpoint[];
-  countFrame(channel: string, outcome: FrameOutcome, bytes: number): void;
-  noteSession(event: string, detail?: string): void;
+  /** Frame metrics of this route's observers: outcomes, forward latency of inline frames, ages. */
+  readonly frames: HubFrameMetrics;
+  /** Connections and failures toward the world (`kind` hub: control; stream: the ws stream). */
+  upstream(kind: 'hub' | 'stream', delta: 1 | -1): void;
+  upstreamFailed(kind: 'hub' | 'stream'): void;
+  rejected(reason: string): void;
+  noteSession(event: string, session: ObserverSession, detail?: string): void;
   log(level: 'info' | 'warn', fields: Record<string, unknown>, message: string): void;
   /** The hub is done (idle past its linger, or its upstream failed). */
   retired(hub: ChannelHub): void;
@@ -45,7 +52,10 @@ export class ChannelHub {
   private readonly observers = new Map<string, ObserverSession>();
   private readonly byChannel = new Map<number, Set<ObserverSession>>();
   private readonly cache = new KeyframeCache();
-  private readonly waiting: { wants: { channel: string; rate_hz: number | null }[]; done: (ok: boolean) => void }[] = [];
+  private readonly waiting: {
+    wants: { channel: string; rate_hz: number | null }[];
+    done: (ok: boolean) => void;
+  }[] = [];
   private readonly header = createFrameHeader();
   private readonly degradedDue = new Map<ObserverSession, { at: number; channels: SubscribedChannel[] }>();
   private emptySince: number | null = null;
@@ -127,12 +137,16 @@ export class ChannelHub {
       startChannel: (observer, channel_id) => this.startChannel(observer, channel_id),
       endpoints: (base) => this.ctx.endpoints(base),
       ended: (observer) => this.ended(observer),
-      note: (event, detail) => this.ctx.noteSession(event, detail),
+      note: (event, session, detail) => this.ctx.noteSession(event, session, detail),
+      frameObserver: this.ctx.frames,
     };
   }
 
   /** Makes the upstream subscription cover `wants` (added to every observer's needs). */
-  private ensure(wants: readonly { channel: string; rate_hz: number | null }[], done: (ok: boolean) => void): void {
+  private ensure(
+    wants: readonly { channel: string; rate_hz: number | null }[],
+    done: (ok: boolean) => void,
+  ): void {
     if (!this.upstream.isReady) {
       this.waiting.push({ wants: [...wants], done });
       return;
@@ -152,7 +166,9 @@ export class ChannelHub {
   }
 
   /** Channels (or higher latest-wins rates) the upstream session does not carry yet. */
-  private missing(wants: readonly { channel: string; rate_hz: number | null }[]): { channel: string; rate_hz?: number }[] {
+  private missing(
+    wants: readonly { channel: string; rate_hz: number | null }[],
+  ): { channel: string; rate_hz?: number }[] {
     const out: { channel: string; rate_hz?: number }[] = [];
     for (const w of wants) {
       const decl = this.upstream.channels.get(w.channel);
@@ -177,7 +193,9 @@ export class ChannelHub {
     };
     for (const w of this.waiting) for (const x of w.wants) consider(x.channel, x.rate_hz);
     for (const o of this.observers.values()) for (const g of o.needs()) consider(g.name, g.rate_hz);
-    return [...best].map(([channel, rate_hz]) => (rate_hz === undefined ? { channel } : { channel, rate_hz }));
+    return [...best].map(([channel, rate_hz]) =>
+      rate_hz === undefined ? { channel } : { channel, rate_hz },
+    );
   }
 
   /** Rebuilds the channel -> observers index; `narrow` also drops upstream channels nobody needs. */
@@ -266,6 +284,7 @@ export class ChannelHub {
         drain: () => undefined,
         close: () => {
           this.control = null;
+          this.ctx.upstream('hub', -1);
           this.stream?.close(1000, 'control connection lost');
           if (!this.retired) this.run(this.upstream.lost());
         },
@@ -274,14 +293,22 @@ export class ChannelHub {
       (conn) => {
         if (this.retired) return conn.close(1000, 'hub retired');
         this.control = conn;
+        this.ctx.upstream('hub', 1);
         this.run(this.upstream.connected(this.ctx.now()));
       },
-      (err: unknown) => this.run(this.upstream.dialFailed(`cannot reach the world: ${(err as Error).message}`)),
+      (err: unknown) => {
+        this.ctx.upstreamFailed('hub');
+        this.run(this.upstream.dialFailed(`cannot reach the world: ${(err as Error).message}`));
+      },
     );
   }
 
   private upstreamReady(resumed: boolean): void {
-    this.ctx.log('info', { route: this.ctx.route, event: 'hub_ready', mode: this.mode, resumed }, 'observer hub session ready');
+    this.ctx.log(
+      'info',
+      { route: this.ctx.route, event: 'hub_ready', mode: this.mode, resumed },
+      'observer hub session ready',
+    );
     const ws = this.upstream.endpoints.find((e) => e.binding === 'ws' && typeof e.url === 'string');
     if (ws !== undefined) this.dialStream(ws.url!);
     for (const f of this.onReady.splice(0)) f();
@@ -305,25 +332,40 @@ export class ChannelHub {
         drain: () => undefined,
         close: () => {
           this.stream = null;
+          this.ctx.upstream('stream', -1);
           // Reconnect while the control connection is up; the world restarts reliable channels with resync.
-          if (!this.retired && this.control !== null && this.upstream.isReady) setTimeout(() => this.dialStream(url), 200).unref();
+          if (!this.retired && this.control !== null && this.upstream.isReady)
+            setTimeout(() => this.dialStream(url), 200).unref();
         },
       },
     ).then(
       (conn) => {
         if (this.retired || this.control === null) return conn.close(1000, 'hub retired');
         this.stream = conn;
+        this.ctx.upstream('stream', 1);
       },
-      (err: unknown) => this.ctx.log('warn', { route: this.ctx.route, event: 'hub_stream_unavailable', detail: String(err) }, 'frames stay inline'),
+      (err: unknown) => {
+        this.ctx.upstreamFailed('stream');
+        this.ctx.log(
+          'warn',
+          { route: this.ctx.route, event: 'hub_stream_unavailable', detail: String(err) },
+          'frames stay inline',
+        );
+      },
     );
   }
 
   private fail(reason: string): void {
-    this.ctx.log('warn', { route: this.ctx.route, event: 'hub_failed', reason }, 'observer hub lost its upstream session');
+    this.ctx.log(
+      'warn',
+      { route: this.ctx.route, event: 'hub_failed', reason },
+      'observer hub lost its upstream session',
+    );
     this.retire();
     for (const f of this.onReady.splice(0)) f(); // let waiting opens answer (they will see no grants)
     for (const w of this.waiting.splice(0)) w.done(false);
-    for (const o of [...this.observers.values()]) o.close('world_shutdown', this.ctx.now(), 1011, 'world session lost');
+    for (const o of [...this.observers.values()])
+      o.close('world_shutdown', this.ctx.now(), 1011, 'world session lost');
   }
 
   private retire(): void {
@@ -342,7 +384,7 @@ export class ChannelHub {
       peekFrame(buf, this.header);
     } catch (err) {
       if (!(err instanceof FrameError)) throw err;
-      this.ctx.countFrame('unknown', 'malformed', buf.length);
+      this.ctx.frames.count('unknown', 'malformed', buf.length);
       return; // AWP-DAT-010: dropped, never forwarded
     }
     buf[5] = buf[5]! & 0x0f; // senders zero reserved flag bits (AWP-DAT-005)
@@ -364,7 +406,7 @@ export class ChannelHub {
       frame = inlineToFrame(params);
     } catch (err) {
       if (!(err instanceof FrameError)) throw err;
-      this.ctx.countFrame('unknown', 'malformed', 0);
+      this.ctx.frames.count('unknown', 'malformed', 0);
       return;
     }
     const buf = encodeFrame(frame);
@@ -381,9 +423,17 @@ export class ChannelHub {
 
   private fanOut(frame: HubFrame): void {
     this.cache.add(frame);
+    const now = this.ctx.now();
+    const channel = this.names.get(frame.channel_id) ?? 'unknown';
+    this.ctx.frames.received(channel, frame.buf.length);
+    this.ctx.frames.observeAge(
+      channel,
+      frame.ts_mono_ns,
+      frame.ts_send_ns,
+      this.upstream.sessionNow(Math.round(now * 1e6)),
+    );
     const subs = this.byChannel.get(frame.channel_id);
     if (subs === undefined) return;
-    const now = this.ctx.now();
     for (const o of subs) this.offer(o, frame, now, false);
   }
 
@@ -397,19 +447,24 @@ export class ChannelHub {
         o.firstActivity(now);
         break;
       case 'downsampled':
-        this.ctx.countFrame(channel, 'downsampled', frame.buf.length);
+        this.ctx.frames.count(channel, 'downsampled', frame.buf.length);
         break;
       case 'overflow-stream': {
         // A reliable channel cannot drop: this observer loses its stream connection and resyncs when
         // it reconnects; after stale_after_ms it hears channel_degraded (AWP-SAF-009, AWP-TRN-010).
-        this.ctx.countFrame(channel, 'dropped_slow', frame.buf.length);
+        this.ctx.frames.count(channel, 'dropped_slow', frame.buf.length);
         sub.closeStream(1008, 'stream connection overflowed');
         const lost = [...sub.subscribed()].filter((c) => !c.latest_wins);
-        if (lost.length > 0) this.degradedDue.set(o, { at: now + Math.max(...lost.map((c) => c.stale_after_ms)), channels: lost });
+        if (lost.length > 0)
+          this.degradedDue.set(o, {
+            at: now + Math.max(...lost.map((c) => c.stale_after_ms)),
+            channels: lost,
+          });
         break;
       }
       case 'overflow-control':
-        this.ctx.countFrame(channel, 'dropped_slow', frame.buf.length);
+        this.ctx.frames.count(channel, 'dropped_slow', frame.buf.length);
+        this.ctx.rejected('send_queue_full');
         o.close('connection_lost', now, 1008, 'send queue full');
         break;
       default:
@@ -430,7 +485,10 @@ export class ChannelHub {
     const lost = o.sub?.streamLost(sink) ?? [];
     if (lost.length === 0 || o.sub === null) return;
     const channels = [...o.sub.subscribed()].filter((c) => lost.includes(c.channel_id));
-    this.degradedDue.set(o, { at: this.ctx.now() + Math.max(...channels.map((c) => c.stale_after_ms)), channels });
+    this.degradedDue.set(o, {
+      at: this.ctx.now() + Math.max(...channels.map((c) => c.stale_after_ms)),
+      channels,
+    });
   }
 
   // ------------------------------------------------------------------ time
@@ -452,7 +510,8 @@ export class ChannelHub {
 
   /** Shutdown: observers are dropped (their sessions end with this process). */
   shutdown(): void {
-    for (const o of [...this.observers.values()]) o.close('world_shutdown', this.ctx.now(), 1001, 'edge shutting down');
+    for (const o of [...this.observers.values()])
+      o.close('world_shutdown', this.ctx.now(), 1001, 'edge shutting down');
     this.retire();
   }
 

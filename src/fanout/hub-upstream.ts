@@ -133,7 +133,9 @@ export class HubUpstream {
   /** Ends the session (the last observer left). */
   close(now: number): HubUpstreamEffect[] {
     if (this.phase === 'ready') {
-      this.request('session.close', {}, now, () => this.out.push({ kind: 'close', code: 1000, reason: 'hub idle' }));
+      this.request('session.close', {}, now, () =>
+        this.out.push({ kind: 'close', code: 1000, reason: 'hub idle' }),
+      );
     } else if (this.phase !== 'closed') {
       this.out.push({ kind: 'close', code: 1000, reason: 'hub idle' });
     }
@@ -155,7 +157,11 @@ export class HubUpstream {
   }
 
   /** Adds or re-rates channels; `done` gets the world's complete grant list. */
-  subscribe(channels: { channel: string; rate_hz?: number }[], now: number, done: (ok: boolean) => void): HubUpstreamEffect[] {
+  subscribe(
+    channels: { channel: string; rate_hz?: number }[],
+    now: number,
+    done: (ok: boolean) => void,
+  ): HubUpstreamEffect[] {
     this.request('obs.subscribe', { channels }, now, (ok, result) => {
       if (ok) this.adoptGrants((result as { granted?: unknown }).granted);
       done(ok);
@@ -187,9 +193,21 @@ export class HubUpstream {
           // Answered on the hub's own clock (an agent clock, AWP-CLK-006).
           const stamp = Math.round(now * 1e6);
           const origin = (msg.params as { origin_ns?: unknown } | undefined)?.origin_ns;
-          this.send(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { origin_ns: origin ?? 0, receive_ns: stamp, transmit_ns: stamp } }));
+          this.send(
+            JSON.stringify({
+              jsonrpc: '2.0',
+              id: msg.id,
+              result: { origin_ns: origin ?? 0, receive_ns: stamp, transmit_ns: stamp },
+            }),
+          );
         } else {
-          this.send(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } }));
+          this.send(
+            JSON.stringify({
+              jsonrpc: '2.0',
+              id: msg.id,
+              error: { code: -32601, message: 'Method not found' },
+            }),
+          );
         }
         break;
       case 'notification':
@@ -213,7 +231,8 @@ export class HubUpstream {
   observeStamp(tick: unknown, ts_mono_ns: unknown): void {
     if (this.mode !== 'lockstep') return;
     if (typeof tick === 'number') this.tick = tick;
-    if (typeof ts_mono_ns === 'number' && (this.simNow === undefined || ts_mono_ns > this.simNow)) this.simNow = ts_mono_ns;
+    if (typeof ts_mono_ns === 'number' && (this.simNow === undefined || ts_mono_ns > this.simNow))
+      this.simNow = ts_mono_ns;
   }
 
   private notification(method: string, params: unknown, text: string): void {
@@ -331,7 +350,11 @@ export class HubUpstream {
     const grants = new Map<string, UpstreamGrant>();
     for (const g of list as Record<string, unknown>[]) {
       if (typeof g.channel === 'string' && typeof g.channel_id === 'number') {
-        grants.set(g.channel, { channel: g.channel, channel_id: g.channel_id, rate_hz: typeof g.rate_hz === 'number' ? g.rate_hz : null });
+        grants.set(g.channel, {
+          channel: g.channel,
+          channel_id: g.channel_id,
+          rate_hz: typeof g.rate_hz === 'number' ? g.rate_hz : null,
+        });
       }
     }
     this.grants = grants;

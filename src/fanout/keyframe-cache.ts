@@ -47,7 +47,10 @@ const MAX_DELTAS = 256;
 const MAX_BYTES = 32 * 1024 * 1024;
 
 export class KeyframeCache {
-  private readonly channels = new Map<number, { keyframe: HubFrame; deltas: HubFrame[]; bytes: number } | null>();
+  private readonly channels = new Map<
+    number,
+    { keyframe: HubFrame; deltas: HubFrame[]; bytes: number } | null
+  >();
 
   add(frame: HubFrame): void {
     if ((frame.flags & FLAG_KEYFRAME) !== 0) {

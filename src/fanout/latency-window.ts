@@ -20,6 +20,11 @@ export class LatencyWindow {
     this.values = [];
     v.sort((a, b) => a - b);
     const at = (q: number) => v[Math.min(v.length - 1, Math.floor(q * v.length))]!;
-    return { count: v.length, p50: Math.round(at(0.5)), p95: Math.round(at(0.95)), max: Math.round(v[v.length - 1]!) };
+    return {
+      count: v.length,
+      p50: Math.round(at(0.5)),
+      p95: Math.round(at(0.95)),
+      max: Math.round(v[v.length - 1]!),
+    };
   }
 }

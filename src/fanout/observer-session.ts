@@ -8,7 +8,7 @@ import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
 import { errorText, parseMessage, type JsonRpcId } from '../protocol/jsonrpc.js';
 import { ReplayJournal } from '../relay/journal.js';
 import type { StreamEndpoint } from '../relay/relay-session.js';
-import type { Sink } from './outbox.js';
+import type { OutboxObserver, Sink } from './outbox.js';
 import { Subscriber, type SubscribedChannel } from './subscriber.js';
 import type { ChannelDecl, UpstreamGrant } from './hub-upstream.js';
 
@@ -21,9 +21,17 @@ export interface ObserverHost {
   upstreamGrant(name: string): UpstreamGrant | undefined;
   /** The edge's estimate of the upstream session clock (ns), or undefined before any sample. */
   sessionNow(nowMs: number): number | undefined;
-  readyFields(): { heartbeat_interval_ms: number; reconnect_window_ms: number; clock_anchor?: string; tick?: number };
+  readyFields(): {
+    heartbeat_interval_ms: number;
+    reconnect_window_ms: number;
+    clock_anchor?: string;
+    tick?: number;
+  };
   /** Makes the upstream session carry these channels at these rates; `done(false)` if it cannot. */
-  ensureChannels(wants: readonly { channel: string; rate_hz: number | null }[], done: (ok: boolean) => void): void;
+  ensureChannels(
+    wants: readonly { channel: string; rate_hz: number | null }[],
+    done: (ok: boolean) => void,
+  ): void;
   /** An observer's subscriptions changed: the hub may narrow its upstream subscription. */
   subscriptionsChanged(): void;
   /** Sends the channel's current state (cached keyframe with resync, then what followed). */
@@ -31,7 +39,13 @@ export interface ObserverHost {
   endpoints(publicBase: string): StreamEndpoint[];
   ended(observer: ObserverSession): void;
   /** Metrics and logs. */
-  note(event: 'opened' | 'resumed' | 'suspended' | 'closed' | 'refused', detail?: string): void;
+  note(
+    event: 'opened' | 'resumed' | 'suspended' | 'closed' | 'refused',
+    session: ObserverSession,
+    detail?: string,
+  ): void;
+  /** Told of every frame written to, or replaced for, an observer on its control connection. */
+  readonly frameObserver: OutboxObserver;
 }
 
 export interface ObserverConnection {
@@ -85,33 +99,48 @@ export class ObserverSession {
   open(conn: ObserverConnection, id: JsonRpcId, params: Record<string, unknown>, now: number): void {
     this.attach(conn, now);
     if (params.mode !== this.host.mode) {
-      this.refuseOpen(id, awpError('AWP_TIME_MODEL_UNSUPPORTED', `this hub serves ${this.host.mode} observers`));
+      this.refuseOpen(
+        id,
+        awpError('AWP_TIME_MODEL_UNSUPPORTED', `this hub serves ${this.host.mode} observers`),
+      );
       return;
     }
-    const requested = Array.isArray(params.subscribe) ? (params.subscribe as { channel?: unknown; rate_hz?: unknown }[]) : [];
+    const requested = Array.isArray(params.subscribe)
+      ? (params.subscribe as { channel?: unknown; rate_hz?: unknown }[])
+      : [];
     const problem = this.checkChannels(requested);
     if (problem !== null) {
       this.refuseOpen(id, problem);
       return;
     }
-    for (const r of requested) this.wants.set(r.channel as string, { rate_hz: typeof r.rate_hz === 'number' ? r.rate_hz : null });
+    for (const r of requested)
+      this.wants.set(r.channel as string, { rate_hz: typeof r.rate_hz === 'number' ? r.rate_hz : null });
     this.host.ensureChannels(this.wantList(), (ok) => {
       if (this.state === 'closed' || this.conn !== conn) return;
       if (!ok) {
-        this.refuseOpen(id, awpError('AWP_EMBODIMENT_UNAVAILABLE', { detail: 'the world did not grant the channels', retryable: true }));
+        this.refuseOpen(
+          id,
+          awpError('AWP_EMBODIMENT_UNAVAILABLE', {
+            detail: 'the world did not grant the channels',
+            retryable: true,
+          }),
+        );
         return;
       }
       this.regrant();
       this.send(JSON.stringify({ jsonrpc: '2.0', id, result: this.ready(false) }));
       this.state = 'ready';
       this.notify('session.state', { state: 'ready', ts_mono_ns: this.clock(now), reason: 'opened' });
-      this.host.note('opened');
+      this.host.note('opened', this);
       for (const g of this.grants.values()) this.host.startChannel(this, g.channel_id);
     });
   }
 
-  /** `session.resume` naming this session, on a new connection (AWP-CTL-005, AWP-SES-010). */
-  resume(conn: ObserverConnection, id: JsonRpcId, lastStatusSeq: number, now: number): void {
+  /**
+   * `session.resume` naming this session, on a new connection (AWP-CTL-005, AWP-SES-010); returns how
+   * many notifications it replayed.
+   */
+  resume(conn: ObserverConnection, id: JsonRpcId, lastStatusSeq: number, now: number): number {
     if (this.conn !== null) {
       // The old connection's loss was not detected yet: replace it (AWP-SES-010).
       this.conn.close(1000, 'connection replaced');
@@ -120,12 +149,16 @@ export class ObserverSession {
     this.attach(conn, now);
     this.journal.acknowledge(lastStatusSeq);
     const replayTo = this.seq;
-    this.send(JSON.stringify({ jsonrpc: '2.0', id, result: { ...this.ready(true), replay_to_status_seq: replayTo } }));
-    for (const t of this.journal.replay(lastStatusSeq, replayTo)) this.send(t);
+    this.send(
+      JSON.stringify({ jsonrpc: '2.0', id, result: { ...this.ready(true), replay_to_status_seq: replayTo } }),
+    );
+    const replay = this.journal.replay(lastStatusSeq, replayTo);
+    for (const t of replay) this.send(t);
     this.state = 'active';
     this.notify('session.state', { state: 'active', ts_mono_ns: this.clock(now), reason: 'resumed' });
-    this.host.note('resumed');
+    this.host.note('resumed', this);
     for (const g of this.grants.values()) this.host.startChannel(this, g.channel_id);
+    return replay.length;
   }
 
   private ready(resumed: boolean): Record<string, unknown> {
@@ -146,7 +179,7 @@ export class ObserverSession {
 
   private refuseOpen(id: JsonRpcId, error: ReturnType<typeof awpError>): void {
     this.send(errorText(id, error));
-    this.host.note('refused', error.message);
+    this.host.note('refused', this, error.message);
     this.state = 'closed';
     this.conn = null;
     this.sub = null;
@@ -158,7 +191,12 @@ export class ObserverSession {
     this.lastHeard = now;
     this.lastPing = now;
     this.lastTelemetry = now;
-    const sub = new Subscriber(conn.sink, this.limits.high_water_bytes, this.limits.max_queued_bytes);
+    const sub = new Subscriber(
+      conn.sink,
+      this.limits.high_water_bytes,
+      this.limits.max_queued_bytes,
+      this.host.frameObserver,
+    );
     for (const g of this.grants.values()) sub.subscribe(g, this.positions.get(g.channel_id));
     this.sub = sub;
   }
@@ -176,7 +214,8 @@ export class ObserverSession {
     const violation = findMessageIntegerRangeViolation(msg);
     if (violation !== null) {
       // AWP-CTL-009: answer, end the session, close with 1002.
-      if (msg.kind === 'request') this.send(errorText(msg.id, awpError('AWP_INTEGER_RANGE', `${violation} exceeds 2^53 - 1`)));
+      if (msg.kind === 'request')
+        this.send(errorText(msg.id, awpError('AWP_INTEGER_RANGE', `${violation} exceeds 2^53 - 1`)));
       this.close('protocol_error', now, 1002, 'AWP_INTEGER_RANGE');
       return;
     }
@@ -196,10 +235,18 @@ export class ObserverSession {
         return this.send(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${this.host.manifestJson()}}`);
       case 'session.open':
       case 'session.resume':
-        return this.send(errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')));
+        return this.send(
+          errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')),
+        );
       case 'session.close':
         // The result follows `session.state: closed` (AWP-SES-011), before the session lets go of the connection.
-        return this.close('session_closed', now, 1000, 'session closed', JSON.stringify({ jsonrpc: '2.0', id, result: {} }));
+        return this.close(
+          'session_closed',
+          now,
+          1000,
+          'session closed',
+          JSON.stringify({ jsonrpc: '2.0', id, result: {} }),
+        );
       case 'obs.subscribe':
         return this.subscribe(id, p);
       case 'obs.unsubscribe':
@@ -210,24 +257,38 @@ export class ObserverSession {
       case 'world.reset':
       case 'session.transfer':
       case 'task.update':
-        return this.send(errorText(id, awpError('AWP_FORBIDDEN', 'observer sessions cannot act (AWP-EMB-004)')));
+        return this.send(
+          errorText(id, awpError('AWP_FORBIDDEN', 'observer sessions cannot act (AWP-EMB-004)')),
+        );
       case 'world.tick':
-        return this.send(errorText(id, awpError('AWP_TICK_NOT_AUTHORIZED', 'observer sessions have no tick authority')));
+        return this.send(
+          errorText(id, awpError('AWP_TICK_NOT_AUTHORIZED', 'observer sessions have no tick authority')),
+        );
       case 'action.cancel':
       case 'action.status':
         return this.send(errorText(id, awpError('AWP_ACTION_UNKNOWN', 'observer sessions have no actions')));
       default:
-        return this.send(errorText(id, { code: -32601, message: 'Method not found', data: { detail: msg.method } }));
+        return this.send(
+          errorText(id, { code: -32601, message: 'Method not found', data: { detail: msg.method } }),
+        );
     }
   }
 
   private pong(id: JsonRpcId, origin: unknown, now: number): void {
     const at = this.clock(now);
-    this.send(JSON.stringify({ jsonrpc: '2.0', id, result: { origin_ns: typeof origin === 'number' ? origin : 0, receive_ns: at, transmit_ns: at } }));
+    this.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        result: { origin_ns: typeof origin === 'number' ? origin : 0, receive_ns: at, transmit_ns: at },
+      }),
+    );
   }
 
   private subscribe(id: JsonRpcId, p: Record<string, unknown>): void {
-    const requested = Array.isArray(p.channels) ? (p.channels as { channel?: unknown; rate_hz?: unknown }[]) : [];
+    const requested = Array.isArray(p.channels)
+      ? (p.channels as { channel?: unknown; rate_hz?: unknown }[])
+      : [];
     const problem = this.checkChannels(requested);
     if (problem !== null) return this.send(errorText(id, problem));
     const added: string[] = [];
@@ -239,7 +300,10 @@ export class ObserverSession {
     const conn = this.conn;
     this.host.ensureChannels(this.wantList(), (ok) => {
       if (this.conn !== conn || this.state === 'closed') return;
-      if (!ok) return this.send(errorText(id, awpError('AWP_CHANNEL_UNKNOWN', 'the world did not grant the channel')));
+      if (!ok)
+        return this.send(
+          errorText(id, awpError('AWP_CHANNEL_UNKNOWN', 'the world did not grant the channel')),
+        );
       this.regrant();
       this.send(JSON.stringify({ jsonrpc: '2.0', id, result: { granted: this.grantList() } }));
       // The first frame on a new channel is its current keyframe (AWP-OBS-004/005).
@@ -264,12 +328,17 @@ export class ObserverSession {
   }
 
   /** 2007 for undeclared channels, 4001 for ones whose modality this agent did not declare (AWP-NEG-004). */
-  private checkChannels(requested: readonly { channel?: unknown; rate_hz?: unknown }[]): ReturnType<typeof awpError> | null {
+  private checkChannels(
+    requested: readonly { channel?: unknown; rate_hz?: unknown }[],
+  ): ReturnType<typeof awpError> | null {
     for (const r of requested) {
       const decl = typeof r.channel === 'string' ? this.host.channelDecl(r.channel) : undefined;
       if (decl === undefined) return awpError('AWP_CHANNEL_UNKNOWN', `${String(r.channel)} is not declared`);
       if (!this.modalities.includes(decl.modality)) {
-        return awpError('AWP_FORBIDDEN', `${decl.id} carries ${decl.modality}, which the agent did not declare it consumes`);
+        return awpError(
+          'AWP_FORBIDDEN',
+          `${decl.id} carries ${decl.modality}, which the agent did not declare it consumes`,
+        );
       }
     }
     return null;
@@ -280,7 +349,10 @@ export class ObserverSession {
    * so an observer asking more than the others makes the hub re-rate upstream (the union at the highest rate).
    */
   private wantList(): { channel: string; rate_hz: number | null }[] {
-    return [...this.wants].map(([channel, w]) => ({ channel, rate_hz: this.desiredRate(channel, w.rate_hz) }));
+    return [...this.wants].map(([channel, w]) => ({
+      channel,
+      rate_hz: this.desiredRate(channel, w.rate_hz),
+    }));
   }
 
   /** At most what it asked, what the world declared, and its max_obs_rate_hz; reliable: the declared rate. */
@@ -329,7 +401,11 @@ export class ObserverSession {
   }
 
   private grantList(): { channel: string; rate_hz: number | null; channel_id: number }[] {
-    return [...this.grants.values()].map((g) => ({ channel: g.name, rate_hz: g.rate_hz, channel_id: g.channel_id }));
+    return [...this.grants.values()].map((g) => ({
+      channel: g.name,
+      rate_hz: g.rate_hz,
+      channel_id: g.channel_id,
+    }));
   }
 
   /** Channel ids and rates this observer needs from the hub. */
@@ -381,7 +457,14 @@ export class ObserverSession {
       }
       if (now - this.lastPing >= this.hb) {
         this.lastPing = now;
-        this.send(JSON.stringify({ jsonrpc: '2.0', id: `${HB_ID}${Math.round(now)}`, method: 'ping', params: { origin_ns: this.clock(now) } }));
+        this.send(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id: `${HB_ID}${Math.round(now)}`,
+            method: 'ping',
+            params: { origin_ns: this.clock(now) },
+          }),
+        );
       }
     }
     if (this.host.mode === 'streaming' && now - this.lastTelemetry >= 1000) this.telemetry(now);
@@ -425,7 +508,7 @@ export class ObserverSession {
     }
     this.state = 'suspended';
     this.notify('session.state', { state: 'suspended', ts_mono_ns: this.clock(now), reason });
-    this.host.note('suspended', reason);
+    this.host.note('suspended', this, reason);
   }
 
   close(reason: string, now: number, code = 1000, closeReason = 'session closed', finalText?: string): void {
@@ -440,7 +523,7 @@ export class ObserverSession {
     if (code !== 1000 && this.conn !== null) this.conn.close(code, closeReason);
     this.conn = null;
     this.sub = null;
-    this.host.note('closed', reason);
+    this.host.note('closed', this, reason);
     this.host.ended(this);
   }
 

@@ -66,7 +66,12 @@ export class Outbox {
   }
 
   /** Queues one message; `latestWinsChannel` marks a frame that a newer one on its channel may replace. */
-  push(data: string | Uint8Array, binary: boolean, latestWinsChannel?: number, note?: FrameNote): PushOutcome {
+  push(
+    data: string | Uint8Array,
+    binary: boolean,
+    latestWinsChannel?: number,
+    note?: FrameNote,
+  ): PushOutcome {
     const bytes = typeof data === 'string' ? data.length : data.byteLength;
     if (this.idle && this.sink.bufferedAmount < this.highWaterBytes) {
       this.sink.send(data, binary);

@@ -28,7 +28,8 @@ export interface StreamSink {
   close(code: number, reason: string): void;
 }
 
-export type Delivery = 'forwarded' | 'downsampled' | 'stale' | 'held' | 'overflow-control' | 'overflow-stream';
+export type Delivery =
+  'forwarded' | 'downsampled' | 'stale' | 'held' | 'overflow-control' | 'overflow-stream';
 
 interface ChannelState {
   readonly sub: SubscribedChannel;
@@ -55,12 +56,7 @@ export class Subscriber {
   /** Every channel's pipeline samples together (the telemetry's overall figure). */
   private readonly pipeline = new LatencyWindow();
 
-  constructor(
-    controlSink: Sink,
-    highWaterBytes: number,
-    maxQueuedBytes: number,
-    observer?: OutboxObserver,
-  ) {
+  constructor(controlSink: Sink, highWaterBytes: number, maxQueuedBytes: number, observer?: OutboxObserver) {
     this.control = new Outbox(controlSink, highWaterBytes, maxQueuedBytes, observer);
   }
 
@@ -179,7 +175,8 @@ export class Subscriber {
     if (this.stream !== null) {
       return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
     }
-    return this.control.push(inlineText(frame), false, latestWins ? frame.channel_id : undefined, note) === 'overflow'
+    return this.control.push(inlineText(frame), false, latestWins ? frame.channel_id : undefined, note) ===
+      'overflow'
       ? 'overflow-control'
       : 'forwarded';
   }

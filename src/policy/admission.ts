@@ -56,7 +56,11 @@ export function limitersFor(envelopes: unknown): Map<string, AdmissionLimiter> {
   const out = new Map<string, AdmissionLimiter>();
   if (!Array.isArray(envelopes)) return out;
   for (const e of envelopes as { embodiment?: unknown; max_action_rate_hz?: unknown }[]) {
-    if (typeof e.embodiment === 'string' && typeof e.max_action_rate_hz === 'number' && e.max_action_rate_hz > 0) {
+    if (
+      typeof e.embodiment === 'string' &&
+      typeof e.max_action_rate_hz === 'number' &&
+      e.max_action_rate_hz > 0
+    ) {
       out.set(e.embodiment, new AdmissionLimiter(e.max_action_rate_hz));
     }
   }

@@ -14,7 +14,8 @@ export interface BudgetConfig {
   readonly max_message_bytes: number;
 }
 
-export type BudgetKind = 'connections' | 'sessions' | 'messages_per_second' | 'bytes_per_second' | 'message_bytes';
+export type BudgetKind =
+  'connections' | 'sessions' | 'messages_per_second' | 'bytes_per_second' | 'message_bytes';
 
 /** A violation episode ends after this long without one; the next violation is logged again. */
 const EPISODE_MS = 10_000;
@@ -85,10 +86,16 @@ export class AgentBudget {
   /** One message from the agent: null if within budget, else the budget it exceeds. */
   message(bytes: number): BudgetKind | null {
     const now = this.now();
-    if (bytes > this.config.max_message_bytes) return this.refuse('message_bytes') ? null : 'message_bytes';
-    if (!this.messages.take(1, now)) return this.refuse('messages_per_second') ? null : 'messages_per_second';
-    if (!this.bytes.take(bytes, now)) return this.refuse('bytes_per_second') ? null : 'bytes_per_second';
-    return null;
+    const over: BudgetKind | null =
+      bytes > this.config.max_message_bytes
+        ? 'message_bytes'
+        : !this.messages.take(1, now)
+          ? 'messages_per_second'
+          : !this.bytes.take(bytes, now)
+            ? 'bytes_per_second'
+            : null;
+    if (over !== null) this.refuse(over);
+    return over;
   }
 
   private refuse(kind: BudgetKind): false {
@@ -111,7 +118,8 @@ export class CredentialBudgets {
   ) {}
 
   for(credential: string | undefined): AgentBudget {
-    const key = credential === undefined ? 'anonymous' : createHash('sha256').update(credential).digest('hex');
+    const key =
+      credential === undefined ? 'anonymous' : createHash('sha256').update(credential).digest('hex');
     let b = this.byCredential.get(key);
     if (b === undefined) {
       const id = credential === undefined ? 'anonymous' : `[redacted:sha256:${key.slice(0, 8)}]`;

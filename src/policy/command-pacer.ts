@@ -21,7 +21,8 @@ export class CommandPacer<T> {
    */
   offer(channel_id: number, rate_hz: number, now: number, frame: T): 'send' | 'held' | 'replaced' {
     let c = this.channels.get(channel_id);
-    if (c === undefined) this.channels.set(channel_id, (c = { period_ms: 1000 / rate_hz, due: undefined, held: undefined }));
+    if (c === undefined)
+      this.channels.set(channel_id, (c = { period_ms: 1000 / rate_hz, due: undefined, held: undefined }));
     if (c.held === undefined && this.open(c, now)) return 'send';
     const outcome = c.held === undefined ? 'held' : 'replaced';
     c.held = frame;

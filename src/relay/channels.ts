@@ -23,7 +23,8 @@ export function channelTable(manifest: unknown): ManifestChannels {
 /** Maps a grant list (`session.ready.granted` or a subscribe result) to channel ids. */
 export function grantedChannels(table: ManifestChannels, granted: unknown): Map<number, ChannelInfo> {
   const out = new Map<number, ChannelInfo>();
-  const list = (granted as { channels?: unknown; granted?: unknown } | null)?.channels ??
+  const list =
+    (granted as { channels?: unknown; granted?: unknown } | null)?.channels ??
     (granted as { granted?: unknown } | null)?.granted;
   if (!Array.isArray(list)) return out;
   for (const g of list as { channel?: unknown; channel_id?: unknown; rate_hz?: unknown }[]) {

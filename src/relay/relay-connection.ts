@@ -53,7 +53,12 @@ export type RelayEffect =
   | { kind: 'close-upstream'; code: number; reason: string }
   | { kind: 'lookup-session'; token: string; id: JsonRpcId; last_status_seq: number }
   /** An observer session.open: the connection now belongs to the route's hub (the relay is done). */
-  | { kind: 'observer-open'; id: JsonRpcId; params: Record<string, unknown>; initialize: Record<string, unknown> | undefined }
+  | {
+      kind: 'observer-open';
+      id: JsonRpcId;
+      params: Record<string, unknown>;
+      initialize: Record<string, unknown> | undefined;
+    }
   /** A new session: store it durably before any later `to-agent` effect is written. */
   | { kind: 'session-created'; session: RelaySession }
   | { kind: 'session-attached'; session: RelaySession }
@@ -104,7 +109,8 @@ export class RelayConnection {
   private readonly agentBacklog: string[] = [];
   private lookupPending = false;
   /** The agent's `initialize` answered from the cache, to be sent when the upstream is dialled. */
-  private deferredInitialize: { id: JsonRpcId; text: string; paramsKey: string; answered: string } | null = null;
+  private deferredInitialize: { id: JsonRpcId; text: string; paramsKey: string; answered: string } | null =
+    null;
   private readonly pending = new Map<string, Pending>();
   private session: RelaySession | null = null;
   private opening = false;
@@ -170,7 +176,8 @@ export class RelayConnection {
         case 'session.resume':
           return this.agentResume(msg.id, msg.params, now);
         case 'ping':
-          if (this.upstream === 'none' && this.session === null) return this.sessionlessPing(msg.id, msg.params, now);
+          if (this.upstream === 'none' && this.session === null)
+            return this.sessionlessPing(msg.id, msg.params, now);
           return this.agentPing(msg.id, msg.params, text, now);
         case 'action.submit':
           if (!this.admit(msg.id, msg.params, now)) return;
@@ -185,7 +192,9 @@ export class RelayConnection {
           break;
         case 'world.manifest':
           if (this.upstream === 'none' && this.deferredInitialize !== null) {
-            this.toAgent(`{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":${this.deferredInitialize.answered}}`);
+            this.toAgent(
+              `{"jsonrpc":"2.0","id":${JSON.stringify(msg.id)},"result":${this.deferredInitialize.answered}}`,
+            );
             return;
           }
           break;
@@ -229,7 +238,9 @@ export class RelayConnection {
 
   private agentOpen(id: JsonRpcId, params: unknown, text: string, now: number): void {
     if (this.session !== null || this.opening) {
-      this.toAgent(errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')));
+      this.toAgent(
+        errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')),
+      );
       return;
     }
     if (this.refusedSession(id)) return;
@@ -249,7 +260,9 @@ export class RelayConnection {
 
   private agentResume(id: JsonRpcId, params: unknown, now: number): void {
     if (this.session !== null || this.opening) {
-      this.toAgent(errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')));
+      this.toAgent(
+        errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')),
+      );
       return;
     }
     if (this.refusedSession(id)) return;
@@ -267,7 +280,12 @@ export class RelayConnection {
     this.opening = true;
     this.lookupPending = true;
     this.resumeRequest = { id, agentLast: p.last_status_seq as number, params: p, now };
-    this.emit({ kind: 'lookup-session', token: p.session_token, id, last_status_seq: p.last_status_seq as number });
+    this.emit({
+      kind: 'lookup-session',
+      token: p.session_token,
+      id,
+      last_status_seq: p.last_status_seq as number,
+    });
   }
 
   private resumeRequest: {
@@ -336,7 +354,12 @@ export class RelayConnection {
       this.pending.set(key(req.id), {
         method: 'session.resume',
         sent_at: req.now,
-        resume: { agentLast: req.agentLast, upstreamAfter: after, session, replay: session.journal.replay(req.agentLast, after) },
+        resume: {
+          agentLast: req.agentLast,
+          upstreamAfter: after,
+          session,
+          replay: session.journal.replay(req.agentLast, after),
+        },
       });
       this.toUpstream(
         JSON.stringify({
@@ -359,7 +382,11 @@ export class RelayConnection {
     const origin = (params as { origin_ns?: unknown } | undefined)?.origin_ns;
     const stamp = Math.round(now * 1e6);
     this.toAgent(
-      JSON.stringify({ jsonrpc: '2.0', id, result: { origin_ns: typeof origin === 'number' ? origin : 0, receive_ns: stamp, transmit_ns: stamp } }),
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        result: { origin_ns: typeof origin === 'number' ? origin : 0, receive_ns: stamp, transmit_ns: stamp },
+      }),
     );
   }
 
@@ -370,7 +397,8 @@ export class RelayConnection {
   private admit(id: JsonRpcId, params: unknown, now: number): boolean {
     const session = this.owned();
     const p = params as { action_id?: unknown; embodiment_id?: unknown } | undefined;
-    if (session === null || typeof p?.action_id !== 'string' || session.admitted.has(p.action_id)) return true;
+    if (session === null || typeof p?.action_id !== 'string' || session.admitted.has(p.action_id))
+      return true;
     const embodiment =
       typeof p.embodiment_id === 'string'
         ? p.embodiment_id
@@ -418,10 +446,16 @@ export class RelayConnection {
     if (session === null) return;
     const admitted = msg.kind === 'result';
     if (admitted) session.admitted.add(submit.action_id);
-    const received = admitted ? (msg.result as { received_ts_mono_ns?: unknown }).received_ts_mono_ns : undefined;
+    const received = admitted
+      ? (msg.result as { received_ts_mono_ns?: unknown }).received_ts_mono_ns
+      : undefined;
     session.limiters
       .get(submit.embodiment)
-      ?.answered(k, admitted, session.record.mode === 'lockstep' && typeof received === 'number' ? received : undefined);
+      ?.answered(
+        k,
+        admitted,
+        session.record.mode === 'lockstep' && typeof received === 'number' ? received : undefined,
+      );
   }
 
   /** Lockstep: follow the simulated clock in what the world stamps (AWP-TIM-013). */
@@ -440,7 +474,10 @@ export class RelayConnection {
     const refused = this.route.admitSession();
     if (refused === undefined) return false;
     this.toAgent(errorText(id, refused));
-    this.emit({ kind: 'rejected', reason: refused.code === EDGE_ERROR_CODES.BUDGET_EXCEEDED ? 'budget_sessions' : 'store_unavailable' });
+    this.emit({
+      kind: 'rejected',
+      reason: refused.code === EDGE_ERROR_CODES.BUDGET_EXCEEDED ? 'budget_sessions' : 'store_unavailable',
+    });
     return true;
   }
 
@@ -570,7 +607,11 @@ export class RelayConnection {
     return this.flush();
   }
 
-  private upstreamResponse(msg: Extract<ParsedMessage, { kind: 'result' | 'error' }>, text: string, now: number): void {
+  private upstreamResponse(
+    msg: Extract<ParsedMessage, { kind: 'result' | 'error' }>,
+    text: string,
+    now: number,
+  ): void {
     if (msg.id === EDGE_CLOSE_ID) return;
     if (msg.id === null) {
       this.toAgent(text);
@@ -583,7 +624,12 @@ export class RelayConnection {
       return;
     }
     this.pending.delete(k);
-    this.emit({ kind: 'rpc-done', method: req.method, sent_at: req.sent_at, outcome: msg.kind === 'result' ? 'ok' : 'error' });
+    this.emit({
+      kind: 'rpc-done',
+      method: req.method,
+      sent_at: req.sent_at,
+      outcome: msg.kind === 'result' ? 'ok' : 'error',
+    });
     switch (req.method) {
       case 'initialize:deferred':
         return this.deferredInitializeAnswered(msg);
@@ -640,7 +686,8 @@ export class RelayConnection {
 
   private clockSample(result: unknown, sentAt: number, now: number): void {
     const r = result as { receive_ns?: unknown; transmit_ns?: unknown };
-    if (this.session === null || typeof r.receive_ns !== 'number' || typeof r.transmit_ns !== 'number') return;
+    if (this.session === null || typeof r.receive_ns !== 'number' || typeof r.transmit_ns !== 'number')
+      return;
     this.session.clock.add(Math.round(sentAt * 1e6), r.receive_ns, r.transmit_ns, Math.round(now * 1e6));
   }
 
@@ -655,7 +702,13 @@ export class RelayConnection {
         const queued = parseMessage(text);
         if (queued.kind === 'request') {
           this.toAgent(
-            errorText(queued.id, edgeError('MANIFEST_CHANGED', "the world's manifest changed since initialize: reconnect and initialize again")),
+            errorText(
+              queued.id,
+              edgeError(
+                'MANIFEST_CHANGED',
+                "the world's manifest changed since initialize: reconnect and initialize again",
+              ),
+            ),
           );
         }
       }
@@ -775,7 +828,12 @@ export class RelayConnection {
       case 'safety.approval_requested':
         // Approval traffic never reaches agents (AWP-APR-007), only approver connections.
         if (this.route.approver) this.toAgent(text);
-        else this.emit({ kind: 'dropped', what: method, detail: 'approval requests are not forwarded to agents' });
+        else
+          this.emit({
+            kind: 'dropped',
+            what: method,
+            detail: 'approval requests are not forwarded to agents',
+          });
         return;
       default:
         this.toAgent(text);
@@ -798,7 +856,8 @@ export class RelayConnection {
     if (added !== null) this.emit({ kind: 'journal-append', session, entries: added });
     this.delivered = seq;
     this.toAgent(text);
-    if (method === 'session.state' && p?.state === 'closed') this.endSession(session, 'session closed upstream');
+    if (method === 'session.state' && p?.state === 'closed')
+      this.endSession(session, 'session closed upstream');
   }
 
   // ------------------------------------------------------------------ plumbing

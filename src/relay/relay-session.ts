@@ -55,7 +55,10 @@ export class RelaySession {
   }
 
   static fromStored(stored: StoredSession): RelaySession {
-    const session = new RelaySession({ ...stored.record }, new ReplayJournal(stored.record.agent_ack, stored.journal));
+    const session = new RelaySession(
+      { ...stored.record },
+      new ReplayJournal(stored.record.agent_ack, stored.journal),
+    );
     session.fence = stored.fence;
     return session;
   }

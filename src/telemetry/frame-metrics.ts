@@ -47,8 +47,18 @@ export class FrameMetrics implements OutboxObserver {
     c.bytes.inc(bytes);
   }
 
+  /** A frame the edge received from a world (before fan-out or drops). */
+  received(channel: string, bytes: number): void {
+    this.count(channel, 'received', bytes);
+  }
+
   /** World pipeline latency and staleness of an observation frame at the edge (ns on the session clock). */
-  observeAge(channel: string, ts_mono_ns: number, ts_send_ns: number | undefined, sessionNow_ns: number | undefined): void {
+  observeAge(
+    channel: string,
+    ts_mono_ns: number,
+    ts_send_ns: number | undefined,
+    sessionNow_ns: number | undefined,
+  ): void {
     if (ts_send_ns !== undefined && ts_send_ns >= ts_mono_ns) {
       this.metrics.pipelineLatency.labels(this.route, channel).observe((ts_send_ns - ts_mono_ns) / 1e9);
     }

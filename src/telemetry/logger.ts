@@ -13,7 +13,15 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream)
       base: { service: 'awp-edge' },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: {
-        paths: ['authorization', '*.authorization', 'headers.authorization', 'session_token', '*.session_token', 'upstream_token', '*.upstream_token'],
+        paths: [
+          'authorization',
+          '*.authorization',
+          'headers.authorization',
+          'session_token',
+          '*.session_token',
+          'upstream_token',
+          '*.upstream_token',
+        ],
         censor: '[redacted]',
       },
     },

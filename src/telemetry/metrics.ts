@@ -6,11 +6,13 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 /** From 10 us to 10 s: fine enough for sub-millisecond forwarding, wide enough for stalls. */
 const LATENCY_BUCKETS = [
-  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-  2.5, 10,
+  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+  0.5, 1, 2.5, 10,
 ];
 
-export type FrameOutcome = 'forwarded' | 'replaced' | 'downsampled' | 'dropped_slow' | 'malformed';
+/** `received`: a frame arrived from a world (once, before fan-out); the rest are per subscriber. */
+export type FrameOutcome =
+  'received' | 'forwarded' | 'replaced' | 'downsampled' | 'dropped_slow' | 'malformed';
 export type Direction = 'world_to_agent' | 'agent_to_world';
 export type SessionKind = 'relay' | 'observer';
 
@@ -43,14 +45,14 @@ export class EdgeMetrics {
 
   readonly frames = new Counter({
     name: 'awp_edge_frames_total',
-    help: 'Frames handled per subscriber, by outcome.',
+    help: 'Frames by outcome: received from a world (once), then per subscriber forwarded, replaced, downsampled, dropped_slow or malformed.',
     labelNames: ['route', 'channel', 'direction', 'outcome'] as const,
     registers: [this.registry],
   });
 
   readonly frameBytes = new Counter({
     name: 'awp_edge_frame_bytes_total',
-    help: 'Frame bytes handled per subscriber, by outcome.',
+    help: 'Frame bytes by outcome (as awp_edge_frames_total).',
     labelNames: ['route', 'channel', 'direction', 'outcome'] as const,
     registers: [this.registry],
   });

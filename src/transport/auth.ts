@@ -6,7 +6,10 @@ const BEARER_PROTOCOL = 'awp.bearer.';
  * The bearer credential of an upgrade request: `Authorization: Bearer <credential>`, or an offered
  * `awp.bearer.<credential>` subprotocol for clients that cannot set headers (AWP-SEC-005).
  */
-export function bearerCredential(authorization: string | undefined, protocols: readonly string[]): string | undefined {
+export function bearerCredential(
+  authorization: string | undefined,
+  protocols: readonly string[],
+): string | undefined {
   if (authorization !== undefined) {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
     if (m) return m[1];
@@ -16,7 +19,8 @@ export function bearerCredential(authorization: string | undefined, protocols: r
 }
 
 /** Query keys that carry credentials; a URL with one is refused (AWP-SEC-006). */
-const CREDENTIAL_KEY = /(^|[_.-])(token|access[_-]?token|auth|authorization|bearer|key|api[_-]?key|secret|password|passwd|credential|session[_-]?token|sig|signature)$/i;
+const CREDENTIAL_KEY =
+  /(^|[_.-])(token|access[_-]?token|auth|authorization|bearer|key|api[_-]?key|secret|password|passwd|credential|session[_-]?token|sig|signature)$/i;
 
 /** Whether a request URL's query carries something that looks like a credential. */
 export function urlCarriesCredential(query: string): boolean {

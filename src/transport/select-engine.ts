@@ -12,9 +12,12 @@ export async function listenAgents(engine: 'auto' | 'uws' | 'ws', opts: EngineOp
       return await listenUws(opts);
     } catch (err) {
       if (engine === 'uws') {
-        throw new Error(`engine "uws" was requested but uWebSockets.js cannot run here: ${(err as Error).message}`, {
-          cause: err,
-        });
+        throw new Error(
+          `engine "uws" was requested but uWebSockets.js cannot run here: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
       }
     }
   }

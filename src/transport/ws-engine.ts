@@ -112,7 +112,12 @@ function wrap(ws: WebSocket, remoteAddress: string): ServerConnection {
 }
 
 /** Wires a `ws` socket to the edge's handlers, with WebSocket-level pings for hop liveness. */
-export function attach(ws: WebSocket, h: ConnectionHandlers, pingIntervalMs: number, onGone: () => void): void {
+export function attach(
+  ws: WebSocket,
+  h: ConnectionHandlers,
+  pingIntervalMs: number,
+  onGone: () => void,
+): void {
   let alive = true;
   const timer =
     pingIntervalMs > 0

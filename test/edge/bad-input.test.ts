@@ -47,7 +47,11 @@ async function agent(path = '/arm'): Promise<AwpClient> {
   return a;
 }
 
-async function refusal(url: string, options: Parameters<typeof AwpClient.connect>[1] = {}, protocols?: string[]): Promise<HttpRefusal> {
+async function refusal(
+  url: string,
+  options: Parameters<typeof AwpClient.connect>[1] = {},
+  protocols?: string[],
+): Promise<HttpRefusal> {
   try {
     if (protocols !== undefined) await rawUpgrade(url, protocols, options.credential);
     else await AwpClient.connect(url, options);
@@ -64,7 +68,9 @@ describe('bad input', () => {
     a.send('{"jsonrpc": "2.0", "id": 1, "method": ');
     expect((await a.waitFor((m) => m.error !== undefined)).error).toMatchObject({ code: -32700 });
     a.send('[{"jsonrpc":"2.0","id":5,"method":"ping","params":{"origin_ns":1}}]');
-    expect((await a.waitFor((m) => (m.error as { code?: number } | undefined)?.code === -32600)).id).toBeNull();
+    expect(
+      (await a.waitFor((m) => (m.error as { code?: number } | undefined)?.code === -32600)).id,
+    ).toBeNull();
     expect((await a.ok('ping', { origin_ns: 7 })).origin_ns).toBe(7);
     a.close();
     await stillServed();
@@ -72,7 +78,14 @@ describe('bad input', () => {
 
   it('an oversized message closes that connection with 1009 only', async () => {
     const a = await agent();
-    a.send(JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'ping', params: { origin_ns: 1, pad: 'x'.repeat(70_000) } }));
+    a.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 9,
+        method: 'ping',
+        params: { origin_ns: 1, pad: 'x'.repeat(70_000) },
+      }),
+    );
     expect((await a.waitClosed()).code).toBe(1009);
     await stillServed();
   });
@@ -109,7 +122,11 @@ describe('bad input', () => {
     const a = await agent('/grid');
     await a.ok('session.open', { embodiment: 'avatar_0', mode: 'lockstep' });
     const second = await a.call('session.open', { embodiment: 'avatar_0', mode: 'lockstep' });
-    expect(second.error).toMatchObject({ code: 2004, message: 'AWP_SESSION_EXISTS', data: { retryable: false } });
+    expect(second.error).toMatchObject({
+      code: 2004,
+      message: 'AWP_SESSION_EXISTS',
+      data: { retryable: false },
+    });
     await a.ok('session.close', {});
     a.close();
     await stillServed();
@@ -119,7 +136,10 @@ describe('bad input', () => {
     const a = await agent();
     await a.ok('session.open', { mode: 'streaming' });
     a.send('{"jsonrpc":"2.0","id":77,"method":"ping","params":{"origin_ns":9007199254740993}}');
-    expect((await a.waitFor((m) => m.id === 77)).error).toMatchObject({ code: 2006, message: 'AWP_INTEGER_RANGE' });
+    expect((await a.waitFor((m) => m.id === 77)).error).toMatchObject({
+      code: 2006,
+      message: 'AWP_INTEGER_RANGE',
+    });
     expect(await a.waitClosed()).toEqual({ code: 1002, reason: 'AWP_INTEGER_RANGE' });
     await stillServed();
   });
@@ -143,8 +163,14 @@ describe('bad input', () => {
 
   it('AWP-TRN-013 AWP-DAT-010 a text message or a malformed frame on a stream connection closes it with 1002 AWP_MALFORMED', async () => {
     const a = await agent('/grid');
-    const ready = await a.ok('session.open', { embodiment: 'avatar_0', mode: 'lockstep', subscribe: [{ channel: 'grid_view' }] });
-    const endpoint = (ready.stream_endpoints as { binding: string; url: string }[]).find((e) => e.binding === 'ws')!;
+    const ready = await a.ok('session.open', {
+      embodiment: 'avatar_0',
+      mode: 'lockstep',
+      subscribe: [{ channel: 'grid_view' }],
+    });
+    const endpoint = (ready.stream_endpoints as { binding: string; url: string }[]).find(
+      (e) => e.binding === 'ws',
+    )!;
     const s1 = await AwpClient.connect(endpoint.url, { credential: ready.session_token as string });
     s1.ws.send('{"not":"a frame"}');
     expect(await s1.waitClosed()).toEqual({ code: 1002, reason: 'AWP_MALFORMED' });
@@ -163,9 +189,13 @@ describe('bad input', () => {
     expect(edge.edge.ctx.registry.size).toBe(before + 1);
     await a.ok('session.close', {});
     a.close();
-    await until(() => edge.edge.ctx.registry.size === before && edge.edge.ctx.connections.size === 1).catch(() => {
-      throw new Error(`registry ${edge.edge.ctx.registry.size} (was ${before}), connections ${edge.edge.ctx.connections.size}`);
-    });
+    await until(() => edge.edge.ctx.registry.size === before && edge.edge.ctx.connections.size === 1).catch(
+      () => {
+        throw new Error(
+          `registry ${edge.edge.ctx.registry.size} (was ${before}), connections ${edge.edge.ctx.connections.size}`,
+        );
+      },
+    );
     // Only the bystander remains; the metrics agree.
     const metrics = await (await fetch(`${edge.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/awp_edge_agent_connections\{route="r0",kind="control"\} 1\b/);
@@ -201,7 +231,11 @@ function rawUpgrade(url: string, protocols: string[], credential?: string): Prom
       const [status, ...lines] = data.slice(0, end).split('\r\n');
       const code = Number(status!.split(' ')[1]);
       if (code !== 101) return reject(new HttpRefusal(code, data.slice(end + 4)));
-      resolve(Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()])));
+      resolve(
+        Object.fromEntries(
+          lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+        ),
+      );
     });
     sock.on('error', reject);
   });

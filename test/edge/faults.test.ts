@@ -25,7 +25,10 @@ async function armBehindEdge(port = 0): Promise<{ world: RunningDemoWorld; edge:
     reconnectWindowMs: 5000,
   });
   const edge = await startEdge([{ path: '/arm', upstream: world.url }]);
-  cleanups.push(() => world.close(), () => edge.close());
+  cleanups.push(
+    () => world.close(),
+    () => edge.close(),
+  );
   return { world, edge };
 }
 
@@ -33,7 +36,11 @@ async function openArm(edge: TestEdge): Promise<{ agent: AwpClient; ready: Json 
   const agent = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
   cleanups.push(() => agent.close());
   await agent.ok('initialize', initializeParams());
-  const ready = await agent.ok('session.open', { embodiment: 'arm_01', mode: 'streaming', subscribe: [{ channel: 'state' }] });
+  const ready = await agent.ok('session.open', {
+    embodiment: 'arm_01',
+    mode: 'streaming',
+    subscribe: [{ channel: 'state' }],
+  });
   return { agent, ready };
 }
 
@@ -58,7 +65,9 @@ describe('faults through the edge (demo worlds)', () => {
     expect(seenAfter).toBeLessThan(500);
     // The watchdog still runs: the motion is failed at watchdog_ms (the world records it for replay).
     await sleep(WATCHDOG_MS + 300);
-    const s = world.world.sessions.values().next().value as unknown as { actions: Map<string, { state: string }> };
+    const s = world.world.sessions.values().next().value as unknown as {
+      actions: Map<string, { state: string }>;
+    };
     expect(s.actions.get('a-1')?.state).toBe('failed');
   });
 
@@ -75,7 +84,10 @@ describe('faults through the edge (demo worlds)', () => {
     const again = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
     cleanups.push(() => again.close());
     await again.ok('initialize', initializeParams());
-    const resumed = await again.ok('session.resume', { session_token: ready.session_token, last_status_seq: last });
+    const resumed = await again.ok('session.resume', {
+      session_token: ready.session_token,
+      last_status_seq: last,
+    });
     expect(resumed.session_token).toBe(ready.session_token);
     expect(resumed.safe_state).toBe(true);
     const replayTo = resumed.replay_to_status_seq as number;
@@ -84,7 +96,12 @@ describe('faults through the edge (demo worlds)', () => {
     const replayed = again.statusSeqs();
     // Every status_seq after the agent's last, exactly once, in order, then the live 'resumed'.
     expect(replayed).toEqual(range(last + 1, replayTo + 2));
-    const kinds = again.received.filter((m) => m.id === undefined).map((m) => `${m.method as string}:${JSON.stringify((m.params as Json).state ?? (m.params as Json).event)}`);
+    const kinds = again.received
+      .filter((m) => m.id === undefined)
+      .map(
+        (m) =>
+          `${m.method as string}:${JSON.stringify((m.params as Json).state ?? (m.params as Json).event)}`,
+      );
     expect(kinds).toContain('action.status:"failed"');
     expect(kinds).toContain('world.event:"safe_state_entered"');
     // A valid token is not permission to move; a new action is (AWP-SAF-008).
@@ -109,7 +126,10 @@ describe('faults through the edge (demo worlds)', () => {
     const again = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
     cleanups.push(() => again.close());
     await again.ok('initialize', initializeParams());
-    const refused = await again.call('session.resume', { session_token: ready.session_token, last_status_seq: 0 });
+    const refused = await again.call('session.resume', {
+      session_token: ready.session_token,
+      last_status_seq: 0,
+    });
     expect(refused.error).toMatchObject({ code: 2005, message: 'AWP_SESSION_UNKNOWN' });
     const fresh = await again.ok('session.open', { embodiment: 'arm_01', mode: 'streaming' });
     expect(fresh.session_token).not.toBe(ready.session_token);
@@ -121,7 +141,11 @@ describe('faults through the edge (demo worlds)', () => {
     const agent = await AwpClient.connect(edge.url('/gone'), { credential: AGENT_TOKEN });
     const started = performance.now();
     const answer = await agent.call('initialize', initializeParams());
-    expect(answer.error).toMatchObject({ code: -32001, message: 'AWP_EDGE_UPSTREAM_UNAVAILABLE', data: { retryable: true } });
+    expect(answer.error).toMatchObject({
+      code: -32001,
+      message: 'AWP_EDGE_UPSTREAM_UNAVAILABLE',
+      data: { retryable: true },
+    });
     expect((answer.error as { data: { detail: string } }).data.detail).toMatch(/ECONNREFUSED/);
     expect((await agent.waitClosed()).code).toBe(1014);
     expect(performance.now() - started).toBeLessThan(3000);

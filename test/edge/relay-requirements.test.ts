@@ -15,7 +15,10 @@ const MOVE = { pose: { frame: 'base', p_m: [0.3, 0.2, 0.3], q: [0, 0, 0, 1] }, m
 async function setup(world: Parameters<typeof startDemoWorld>[0] = { kind: 'arm' }) {
   const w = await startDemoWorld({ host: '127.0.0.1', port: 0, ...world });
   const edge = await startEdge([{ path: '/arm', upstream: w.url }]);
-  cleanups.push(() => w.close(), () => edge.close());
+  cleanups.push(
+    () => w.close(),
+    () => edge.close(),
+  );
   return { world: w, edge };
 }
 
@@ -38,7 +41,11 @@ describe('relay sessions through the edge (demo arm world)', () => {
     const t0 = performance.now();
     // The agent answers the world's pings (its transport library) and says nothing else.
     const failed = await agent.waitNotification('action.status', (p) => p.state === 'failed', 3000);
-    const entered = await agent.waitNotification('world.event', (p) => p.event === 'safe_state_entered', 3000);
+    const entered = await agent.waitNotification(
+      'world.event',
+      (p) => p.event === 'safe_state_entered',
+      3000,
+    );
     expect(failed.reason).toBe('connection_lost');
     expect(entered.detail).toMatchObject({ embodiment: 'arm_01' });
     expect(performance.now() - t0).toBeLessThan(400 + 600);
@@ -65,9 +72,15 @@ describe('relay sessions through the edge (demo arm world)', () => {
     const second = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
     cleanups.push(() => second.close());
     await second.ok('initialize', initializeParams());
-    const resumed = await second.ok('session.resume', { session_token: ready.session_token, last_status_seq: last });
+    const resumed = await second.ok('session.resume', {
+      session_token: ready.session_token,
+      last_status_seq: last,
+    });
     expect(resumed.session_id).toBe(ready.session_id);
-    const replaced = await second.waitNotification('session.state', (p) => p.reason === 'connection_replaced');
+    const replaced = await second.waitNotification(
+      'session.state',
+      (p) => p.reason === 'connection_replaced',
+    );
     expect(replaced.state).toBe('suspended');
     await second.waitNotification('session.state', (p) => p.reason === 'resumed');
     expect((await agent.waitClosed()).code).toBe(1014);
@@ -80,25 +93,45 @@ describe('relay sessions through the edge (demo arm world)', () => {
     const first = await agent.ok('action.submit', { action_id: 'a-1', type: 'move_to_pose', params: MOVE });
     const again = await agent.ok('action.submit', { action_id: 'a-1', type: 'move_to_pose', params: MOVE });
     expect(again.received_ts_mono_ns).toBe(first.received_ts_mono_ns);
-    const conflict = await agent.call('action.submit', { action_id: 'a-1', type: 'move_to_pose', params: { ...MOVE, max_velocity_mps: 0.1 } });
+    const conflict = await agent.call('action.submit', {
+      action_id: 'a-1',
+      type: 'move_to_pose',
+      params: { ...MOVE, max_velocity_mps: 0.1 },
+    });
     expect(conflict.error).toMatchObject({ code: 3004 });
     world.engageEstop();
     await agent.waitNotification('world.event', (p) => p.event === 'e_stop_engaged');
     await sleep(110);
-    const refused = await agent.call('action.submit', { action_id: 'a-2', type: 'move_to_pose', params: MOVE });
+    const refused = await agent.call('action.submit', {
+      action_id: 'a-2',
+      type: 'move_to_pose',
+      params: MOVE,
+    });
     expect(refused.error).toMatchObject({ code: 3005, data: { retryable: true } });
     world.releaseEstop();
     await agent.waitNotification('world.event', (p) => p.event === 'e_stop_released');
     // The refused a-2 created nothing: the same id is admitted now, and it did not count toward the rate.
-    const admitted = await agent.ok('action.submit', { action_id: 'a-2', type: 'move_to_pose', params: MOVE });
+    const admitted = await agent.ok('action.submit', {
+      action_id: 'a-2',
+      type: 'move_to_pose',
+      params: MOVE,
+    });
     expect(admitted.action_id).toBe('a-2');
   });
 
   it('AWP-TRN-012 AWP-TRN-010 AWP-TRN-008 the ws stream binding through the edge: resync first, no inline while down, resync after resume', async () => {
     const { edge } = await setup({ kind: 'arm', stateStaleAfterMs: 200 });
-    const { agent, ready } = await open(edge, { embodiment: 'arm_01', mode: 'streaming', subscribe: [{ channel: 'state' }] });
-    const stateId = (ready.granted as { channels: { channel: string; channel_id: number }[] }).channels.find((c) => c.channel === 'state')!.channel_id;
-    const ws = (ready.stream_endpoints as { binding: string; url: string }[]).find((e) => e.binding === 'ws')!;
+    const { agent, ready } = await open(edge, {
+      embodiment: 'arm_01',
+      mode: 'streaming',
+      subscribe: [{ channel: 'state' }],
+    });
+    const stateId = (ready.granted as { channels: { channel: string; channel_id: number }[] }).channels.find(
+      (c) => c.channel === 'state',
+    )!.channel_id;
+    const ws = (ready.stream_endpoints as { binding: string; url: string }[]).find(
+      (e) => e.binding === 'ws',
+    )!;
     expect(ws.url).toBe(`${edge.url('/arm')}/stream`);
     expect((ready.stream_endpoints as { binding: string }[]).at(-1)).toEqual({ binding: 'inline' });
     // Inline until the stream connection is up.
@@ -116,7 +149,12 @@ describe('relay sessions through the edge (demo arm world)', () => {
     // The stream drops while control stays up: no inline fallback, and the world reports the outage.
     stream.drop();
     const mark = agent.received.length;
-    const degraded = await agent.waitNotification('world.event', (p) => p.event === 'channel_degraded', 3000, mark);
+    const degraded = await agent.waitNotification(
+      'world.event',
+      (p) => p.event === 'channel_degraded',
+      3000,
+      mark,
+    );
     expect(degraded.detail).toMatchObject({ channel: 'state' });
     expect(agent.received.slice(mark).filter((m) => m.method === 'obs.frame')).toHaveLength(0);
     // Reconnect: the reliable channel restarts with a resync keyframe.
@@ -130,8 +168,14 @@ describe('relay sessions through the edge (demo arm world)', () => {
     const back = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
     cleanups.push(() => back.close());
     await back.ok('initialize', initializeParams());
-    const resumed = await back.ok('session.resume', { session_token: ready.session_token, last_status_seq: 0 });
-    expect((resumed.stream_endpoints as { binding: string }[]).map((e) => e.binding)).toEqual(['ws', 'inline']);
+    const resumed = await back.ok('session.resume', {
+      session_token: ready.session_token,
+      last_status_seq: 0,
+    });
+    expect((resumed.stream_endpoints as { binding: string }[]).map((e) => e.binding)).toEqual([
+      'ws',
+      'inline',
+    ]);
     await back.waitNotification('obs.frame', (p) => p.channel_id === stateId);
   });
 });

@@ -3,7 +3,13 @@
  * tokens and endpoint URLs aside, and the world must receive exactly what the agent sent.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { TRACE_NAMES, buildPlayScript, messagesFrom, normaliseIllustrative, playTrace } from '../harness/index.js';
+import {
+  TRACE_NAMES,
+  buildPlayScript,
+  messagesFrom,
+  normaliseIllustrative,
+  playTrace,
+} from '../harness/index.js';
 import { AGENT_TOKEN, startEdge, type TestEdge } from '../support/edge.js';
 
 let edge: TestEdge | undefined;

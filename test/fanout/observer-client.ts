@@ -6,8 +6,11 @@
  * edge's backpressure really builds.
  */
 import type { Socket } from 'node:net';
+import type { ReadableStream, ReadableStreamDefaultReader } from 'node:stream/web';
+import { WebTransport } from '@fails-components/webtransport';
 import WebSocket from 'ws';
 import { FLAG_KEYFRAME, FLAG_RESYNC, peekFrame, createFrameHeader } from '../../src/protocol/frame.js';
+import { FrameSplitter } from '../../src/transport/webtransport-framing.js';
 
 export type Json = Record<string, unknown>;
 
@@ -27,6 +30,16 @@ export interface ObserverOptions {
   readonly timeoutMs?: number;
   /** Stream kinds: do not open the stream connection in `open` (call `openStream` later). */
   readonly deferStream?: boolean;
+  /** `webtransport`: SHA-256 of the edge's (self-signed) certificate, as a browser would pin it. */
+  readonly certHash?: Uint8Array;
+}
+
+/** What this client uses of the WebTransport library's client session (its typings resolve to `any`). */
+interface WtSession {
+  readonly ready: Promise<void>;
+  readonly closed: Promise<{ closeCode?: number; reason?: string }>;
+  close(info?: { closeCode?: number; reason?: string }): void;
+  readonly incomingUnidirectionalStreams: ReadableStream<ReadableStream<Uint8Array>>;
 }
 
 /** Columns of what arrived on one channel (parallel arrays: cheap for thousands of frames). */
@@ -65,6 +78,8 @@ export class ObserverClient {
   readonly messages: Json[] = [];
   ready: Json | null = null;
   stream: WebSocket | null = null;
+  /** The `webtransport` stream connection (one incoming stream per channel). */
+  wt: WtSession | null = null;
   /** Frames received inline after a stream connection carried the session (AWP-TRN-012). */
   inlineAfterStream = 0;
   streamCloses: { code: number; reason: string; at: number }[] = [];
@@ -93,16 +108,38 @@ export class ObserverClient {
   /** Connects, initializes and opens an observer session; stream kinds then open their stream connection. */
   static async open(url: string, options: ObserverOptions): Promise<ObserverClient> {
     const client = await ObserverClient.connect(url, options);
-    await client.ok('initialize', {
-      protocol_versions: ['0.1'],
-      agent: { name: 'fanout-observer', version: '0.1.0', vendor: 'awp-edge-test' },
-      consumes_modalities: [...(options.modalities ?? DEFAULT_MODALITIES)],
-      ...(options.maxObsRateHz !== undefined ? { max_obs_rate_hz: options.maxObsRateHz } : {}),
-    });
+    await client.initialize();
     client.ready = await client.ok('session.open', { mode: 'streaming', subscribe: options.subscribe });
     client.learnGrants((client.ready.granted as Json).channels);
     if (options.kind !== 'inline' && options.deferStream !== true) await client.openStream();
     return client;
+  }
+
+  /** Resumes a session on a new connection; `ready` is the resume result (stream kinds reopen their stream). */
+  static async resume(
+    url: string,
+    options: ObserverOptions,
+    token: string,
+    lastStatusSeq: number,
+  ): Promise<ObserverClient> {
+    const client = await ObserverClient.connect(url, options);
+    await client.initialize();
+    client.ready = await client.ok('session.resume', {
+      session_token: token,
+      last_status_seq: lastStatusSeq,
+    });
+    client.learnGrants((client.ready.granted as Json).channels);
+    if (options.kind !== 'inline' && options.deferStream !== true) await client.openStream();
+    return client;
+  }
+
+  initialize(): Promise<Json> {
+    return this.ok('initialize', {
+      protocol_versions: ['0.1'],
+      agent: { name: 'fanout-observer', version: '0.1.0', vendor: 'awp-edge-test' },
+      consumes_modalities: [...(this.options.modalities ?? DEFAULT_MODALITIES)],
+      ...(this.options.maxObsRateHz !== undefined ? { max_obs_rate_hz: this.options.maxObsRateHz } : {}),
+    });
   }
 
   /** Only the control connection (no initialize): for tests that drive the handshake themselves. */
@@ -141,11 +178,11 @@ export class ObserverClient {
 
   /** Opens the stream connection (session token as bearer credential, AWP-TRN-013). */
   openStream(): Promise<void> {
-    if (this.options.kind !== 'ws') {
-      return Promise.reject(new Error(`stream binding ${this.options.kind} is not implemented by this client`));
-    }
     const token = this.ready?.session_token;
     if (typeof token !== 'string') return Promise.reject(new Error('no session token'));
+    if (this.options.kind === 'webtransport') return this.openWebTransport(token);
+    if (this.options.kind !== 'ws')
+      return Promise.reject(new Error('an inline observer has no stream connection'));
     const url = this.endpoint();
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(url, ['awp'], {
@@ -174,8 +211,69 @@ export class ObserverClient {
     });
   }
 
+  /**
+   * WebTransport over HTTP/2 with the library's client (no HTTP/3 here): the token is offered as the
+   * `awp.bearer.<token>` protocol, as a browser must. Frames arrive back to back on a stream per channel.
+   */
+  private async openWebTransport(token: string): Promise<void> {
+    const hash = this.options.certHash;
+    if (hash === undefined) throw new Error('a webtransport observer needs the edge certificate hash');
+    // `forceReliable` (HTTP/2) is the library's own option, outside the standard WebTransportOptions.
+    const options = {
+      forceReliable: true,
+      serverCertificateHashes: [{ algorithm: 'sha-256', value: hash }],
+      protocols: ['awp', `awp.bearer.${token}`],
+    };
+    const session = new WebTransport(this.endpoint(), options) as unknown as WtSession;
+    session.closed.then(
+      (info) => this.wtClosed(session, info.closeCode ?? 0, info.reason ?? ''),
+      (err: unknown) => this.wtClosed(session, -1, String(err)),
+    );
+    await session.ready;
+    this.wt = session;
+    this.streamEverUp = true;
+    void this.readWtStreams(session);
+  }
+
+  private wtClosed(session: WtSession, code: number, reason: string): void {
+    this.streamCloses.push({ code, reason, at: this.now() });
+    if (this.wt === session) this.wt = null;
+  }
+
+  private async readWtStreams(session: WtSession): Promise<void> {
+    const reader = session.incomingUnidirectionalStreams.getReader();
+    for (;;) {
+      const next = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+      if (next.done) return;
+      void this.readWtFrames(next.value.getReader());
+    }
+  }
+
+  private async readWtFrames(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
+    const splitter = new FrameSplitter(64 * 1024 * 1024);
+    for (;;) {
+      // A stalled observer stops reading: the stream's flow-control window closes on the edge.
+      while (this.stalled) await this.unstalled;
+      const next = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+      if (next.done) return;
+      for (const buf of splitter.push(next.value)) this.binaryFrame(buf);
+    }
+  }
+
+  private unstalled: Promise<void> = Promise.resolve();
+  private release: () => void = () => undefined;
+
   /** Drops the stream connection without a closing handshake; resolves once it is gone. */
   dropStream(): Promise<void> {
+    const wt = this.wt;
+    if (wt !== null) {
+      this.wt = null;
+      wt.close({ closeCode: 0, reason: 'dropped by the test' });
+      return wt.closed.then(
+        () => undefined,
+        () => undefined,
+      );
+    }
     const ws = this.stream;
     if (ws === null) return Promise.resolve();
     this.stream = null;
@@ -198,7 +296,11 @@ export class ObserverClient {
       if (this.options.answerPings !== false) {
         const t = this.now();
         const origin = (msg.params as Json | undefined)?.origin_ns;
-        this.send({ jsonrpc: '2.0', id: msg.id, result: { origin_ns: origin, receive_ns: t, transmit_ns: t } });
+        this.send({
+          jsonrpc: '2.0',
+          id: msg.id,
+          result: { origin_ns: origin, receive_ns: t, transmit_ns: t },
+        });
       }
       return;
     }
@@ -245,10 +347,28 @@ export class ObserverClient {
   private binaryFrame(buf: Buffer): void {
     const recv = this.now();
     const h = peekFrame(buf, header);
-    this.record(h.channel_id, h.seq, h.ts_mono_ns, h.has_ts_send_ns ? h.ts_send_ns : -1, h.flags, h.payload_len, true, recv);
+    this.record(
+      h.channel_id,
+      h.seq,
+      h.ts_mono_ns,
+      h.has_ts_send_ns ? h.ts_send_ns : -1,
+      h.flags,
+      h.payload_len,
+      true,
+      recv,
+    );
   }
 
-  private record(id: number, seq: number, ts: number, tsSend: number, flags: number, bytes: number, streamed: boolean, recv: number): void {
+  private record(
+    id: number,
+    seq: number,
+    ts: number,
+    tsSend: number,
+    flags: number,
+    bytes: number,
+    streamed: boolean,
+    recv: number,
+  ): void {
     let log = this.channels.get(id);
     if (log === undefined) this.channels.set(id, (log = new ChannelLog()));
     const prev = log.lastSeq();
@@ -271,7 +391,11 @@ export class ObserverClient {
 
   async call(method: string, params?: unknown, timeoutMs = this.options.timeoutMs ?? 5000): Promise<Json> {
     const id = this.nextId++;
-    const response = this.waitFor((m) => m.id === id && m.method === undefined, timeoutMs, `response to ${method}`);
+    const response = this.waitFor(
+      (m) => m.id === id && m.method === undefined,
+      timeoutMs,
+      `response to ${method}`,
+    );
     this.send({ jsonrpc: '2.0', id, method, ...(params !== undefined ? { params } : {}) });
     return response;
   }
@@ -280,7 +404,8 @@ export class ObserverClient {
     const r = await this.call(method, params, timeoutMs);
     if (r.error !== undefined) throw new Error(`${method} failed: ${JSON.stringify(r.error)}`);
     const result = r.result as Json;
-    if ((method === 'obs.subscribe' || method === 'obs.unsubscribe') && Array.isArray(result.granted)) this.learnGrants(result.granted);
+    if ((method === 'obs.subscribe' || method === 'obs.unsubscribe') && Array.isArray(result.granted))
+      this.learnGrants(result.granted);
     return result;
   }
 
@@ -316,15 +441,25 @@ export class ObserverClient {
     });
   }
 
-  waitNotification(method: string, match: (p: Json) => boolean = () => true, timeoutMs = 5000, fromIndex = 0): Promise<Json> {
-    return this.waitFor((m) => m.method === method && m.id === undefined && match((m.params ?? {}) as Json), timeoutMs, `${method}`, fromIndex).then(
-      (m) => m.params as Json,
-    );
+  waitNotification(
+    method: string,
+    match: (p: Json) => boolean = () => true,
+    timeoutMs = 5000,
+    fromIndex = 0,
+  ): Promise<Json> {
+    return this.waitFor(
+      (m) => m.method === method && m.id === undefined && match((m.params ?? {}) as Json),
+      timeoutMs,
+      method,
+      fromIndex,
+    ).then((m) => m.params as Json);
   }
 
   /** Notifications of a method received so far (params). */
   notifications(method: string): Json[] {
-    return this.messages.filter((m) => m.method === method && m.id === undefined).map((m) => m.params as Json);
+    return this.messages
+      .filter((m) => m.method === method && m.id === undefined)
+      .map((m) => m.params as Json);
   }
 
   /** status_seq of every notification that carries one, in arrival order. */
@@ -335,7 +470,11 @@ export class ObserverClient {
   }
 
   /** Resolves once a frame of `channel` arrives for which `match` holds (bounded). */
-  waitFrame(channel_id: number, match: (seq: number, flags: number, streamed: boolean) => boolean = () => true, timeoutMs = 5000): Promise<{ seq: number; flags: number; streamed: boolean }> {
+  waitFrame(
+    channel_id: number,
+    match: (seq: number, flags: number, streamed: boolean) => boolean = () => true,
+    timeoutMs = 5000,
+  ): Promise<{ seq: number; flags: number; streamed: boolean }> {
     return new Promise((resolve, reject) => {
       const prev = this.onFrame;
       const timer = setTimeout(() => {
@@ -358,12 +497,19 @@ export class ObserverClient {
   /** Stops reading at the TCP level (control and stream), so the edge's send buffers fill. */
   stall(): void {
     this.stalled = true;
+    this.unstalled = new Promise((resolve) => (this.release = resolve));
     socketOf(this.control)?.pause();
+    if (this.stream !== null) socketOf(this.stream)?.pause();
+  }
+
+  /** Stops reading the stream connection only (the control connection keeps reading). */
+  stallStream(): void {
     if (this.stream !== null) socketOf(this.stream)?.pause();
   }
 
   unstall(): void {
     this.stalled = false;
+    this.release();
     socketOf(this.control)?.resume();
     if (this.stream !== null) socketOf(this.stream)?.resume();
   }
@@ -371,7 +517,10 @@ export class ObserverClient {
   waitClosed(timeoutMs = 5000): Promise<{ code: number; reason: string }> {
     if (this.closed !== null) return Promise.resolve(this.closed);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`control connection still open after ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`control connection still open after ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       this.closeWaiters.push(() => {
         clearTimeout(timer);
         resolve(this.closed!);
@@ -382,12 +531,24 @@ export class ObserverClient {
   /** Drops every connection at once (no closing handshake). */
   terminate(): void {
     this.stream?.terminate();
+    this.closeWt();
     this.control.terminate();
+  }
+
+  private closeWt(): void {
+    try {
+      this.wt?.close({ closeCode: 0, reason: 'test done' });
+    } catch {
+      // already closed
+    }
+    this.wt = null;
   }
 
   close(): void {
     this.stream?.terminate();
-    if (this.control.readyState === WebSocket.OPEN || this.control.readyState === WebSocket.CONNECTING) this.control.close(1000);
+    this.closeWt();
+    if (this.control.readyState === WebSocket.OPEN || this.control.readyState === WebSocket.CONNECTING)
+      this.control.close(1000);
   }
 }
 

@@ -3,7 +3,11 @@
  * from one upstream session (`observers: 'fanout'`), on 127.0.0.1, plus read-only views of what the
  * world and the edge hold (sessions, hubs, per-observer queues) for the assertions.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startDemoWorld, type DemoServerOptions, type RunningDemoWorld } from '../../src/demo/index.js';
+import { createDevCertificate } from '../../src/transport/dev-certificate.js';
 import type { ChannelHub } from '../../src/fanout/channel-hub.js';
 import type { ObserverSession } from '../../src/fanout/observer-session.js';
 import type { Outbox } from '../../src/fanout/outbox.js';
@@ -20,6 +24,8 @@ export interface RigOptions {
   /** Extra edge config (merged over the test defaults). */
   readonly edge?: Record<string, unknown>;
   readonly lingerMs?: number;
+  /** Also serve `webtransport` stream endpoints (HTTP/2 here), with a fresh self-signed certificate. */
+  readonly webtransport?: boolean;
 }
 
 export interface Rig {
@@ -27,9 +33,17 @@ export interface Rig {
   readonly edge: TestEdge;
   /** process.hrtime.bigint() at the world's session-clock origin (taken right before it started). */
   readonly origin: bigint;
+  /** SHA-256 of the edge's WebTransport certificate (with `webtransport`). */
+  readonly certHash: Uint8Array | undefined;
   /** The world's session clock now (ns), as this process reads it. */
   worldNow(): number;
   observer(options: Omit<ObserverOptions, 'credential' | 'clockOrigin'>): Promise<ObserverClient>;
+  /** Resumes an observer session on a new connection. */
+  resume(
+    options: Omit<ObserverOptions, 'credential' | 'clockOrigin'>,
+    token: string,
+    lastStatusSeq: number,
+  ): Promise<ObserverClient>;
   /** Sessions the world holds (any kind: the hub's observer session is one). */
   worldSessions(): { id: string; embodiment: unknown; state: string }[];
   hubs(): ChannelHub[];
@@ -40,22 +54,61 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
   // The demo server reads its clock origin synchronously on entry, so this brackets it to microseconds.
   const origin = process.hrtime.bigint();
   const world = await startDemoWorld({ kind: 'arm', host: '127.0.0.1', port: 0, ...options.world });
-  const route = { path: ROUTE_PATH, upstream: world.url, observers: 'fanout', hub_linger_ms: options.lingerMs ?? 200 };
+  const route = {
+    path: ROUTE_PATH,
+    upstream: world.url,
+    observers: 'fanout',
+    hub_linger_ms: options.lingerMs ?? 200,
+  };
   let edge: TestEdge;
+  let certHash: Uint8Array | undefined;
+  const dir = options.webtransport === true ? mkdtempSync(join(tmpdir(), 'awp-fanout-wt-')) : undefined;
   try {
-    edge = await startEdge([route], { engine: 'ws', ...options.edge });
+    let webtransport: Record<string, unknown> = {};
+    if (dir !== undefined) {
+      const cert = createDevCertificate({ hosts: ['127.0.0.1', 'localhost'] });
+      writeFileSync(join(dir, 'cert.pem'), cert.cert);
+      writeFileSync(join(dir, 'key.pem'), cert.key, { mode: 0o600 });
+      certHash = cert.hash;
+      webtransport = {
+        webtransport: {
+          listen: '127.0.0.1:0',
+          cert_file: join(dir, 'cert.pem'),
+          key_file: join(dir, 'key.pem'),
+        },
+      };
+    }
+    edge = await startEdge([route], { engine: 'ws', ...webtransport, ...options.edge });
   } catch (err) {
     await world.close();
     throw err;
+  } finally {
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true }); // read at config load
   }
   const clients: ObserverClient[] = [];
   return {
     world,
     edge,
     origin,
+    certHash,
     worldNow: () => Number(process.hrtime.bigint() - origin),
     observer: async (o) => {
-      const c = await ObserverClient.open(edge.url(ROUTE_PATH), { ...o, credential: AGENT_TOKEN, clockOrigin: origin });
+      const c = await ObserverClient.open(edge.url(ROUTE_PATH), {
+        certHash,
+        ...o,
+        credential: AGENT_TOKEN,
+        clockOrigin: origin,
+      });
+      clients.push(c);
+      return c;
+    },
+    resume: async (o, token, last) => {
+      const c = await ObserverClient.resume(
+        edge.url(ROUTE_PATH),
+        { certHash, ...o, credential: AGENT_TOKEN, clockOrigin: origin },
+        token,
+        last,
+      );
       clients.push(c);
       return c;
     },
@@ -101,16 +154,20 @@ export function observerHolds(hub: ChannelHub): ObserverHold[] {
     const sub: Subscriber | null = o.sub;
     const control = sub?.control;
     const conn = o['conn'];
-    const sink = sub?.['stream'] as { out?: Outbox; conn?: ServerConnection } | null | undefined;
+    const sink = sub?.['stream'] as
+      { out?: Outbox; conn?: ServerConnection; streams?: unknown } | null | undefined;
     const streamOut = sink?.out;
     const c = outboxParts(control);
-    const s = outboxParts(streamOut);
+    const s =
+      sink?.streams !== undefined
+        ? webTransportParts(sink.streams)
+        : { ...outboxParts(streamOut), engine: sink?.conn?.bufferedAmount ?? 0 };
     return {
       session_id: o.session_id,
       controlQueued: control?.queuedBytes ?? 0,
       controlBuffered: conn?.sink.bufferedAmount ?? 0,
-      streamQueued: streamOut?.queuedBytes ?? 0,
-      streamBuffered: sink?.conn?.bufferedAmount ?? 0,
+      streamQueued: s.slotBytes + s.fifoBytes,
+      streamBuffered: s.engine,
       slots: c.slots + s.slots,
       slotBytes: c.slotBytes + s.slotBytes,
       fifoBytes: c.fifoBytes + s.fifoBytes,
@@ -124,6 +181,34 @@ function outboxParts(out: Outbox | undefined): { slots: number; slotBytes: numbe
   let slotBytes = 0;
   for (const item of slots.values()) slotBytes += item.bytes;
   return { slots: slots.size, slotBytes, fifoBytes: out['fifoBytes'] };
+}
+
+/**
+ * The per-channel streams of a `webtransport` sink (another module's private state, read by shape):
+ * each channel's latest-wins slot, ordered queue, and bytes handed to the transport but not yet taken.
+ */
+function webTransportParts(streams: unknown): {
+  slots: number;
+  slotBytes: number;
+  fifoBytes: number;
+  engine: number;
+} {
+  const out = { slots: 0, slotBytes: 0, fifoBytes: 0, engine: 0 };
+  const channels = (
+    streams as {
+      channels?: Map<number, { slot?: { buf: Uint8Array } | null; fifoBytes?: number; inFlight?: number }>;
+    }
+  ).channels;
+  for (const ch of channels?.values() ?? []) {
+    if (ch.slot != null) {
+      out.slots++;
+      out.slotBytes += ch.slot.buf.byteLength;
+    }
+    out.fifoBytes += ch.fifoBytes ?? 0;
+    // Each channel's stream has its own high-water mark (its own flow control).
+    out.engine += ch.inFlight ?? 0;
+  }
+  return out;
 }
 
 export async function until(cond: () => boolean, timeoutMs: number, what = 'condition'): Promise<void> {

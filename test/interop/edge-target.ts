@@ -22,7 +22,11 @@ export const edge: TargetFactory = {
           ...(world.approverToken !== undefined ? { approvers: { tokens: [world.approverToken] } } : {}),
         },
       ],
-      { agents: { tokens: [token] }, log_level: 'debug', budgets: { max_connections: 1000, max_sessions: 1000, max_messages_per_second: 100_000 } },
+      {
+        agents: { tokens: [token] },
+        log_level: 'debug',
+        budgets: { max_connections: 1000, max_sessions: 1000, max_messages_per_second: 100_000 },
+      },
       { log: createLogger('debug', logFile) },
     );
     return {

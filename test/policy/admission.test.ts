@@ -18,7 +18,11 @@ const ready = {
   session_token: 'wt',
   reconnect_window_ms: 30000,
   heartbeat_interval_ms: 5000,
-  granted: { channels: [], action_types: ['move'], envelopes: [{ embodiment: 'arm_01', max_action_rate_hz: 10, on_violation: 'reject' }] },
+  granted: {
+    channels: [],
+    action_types: ['move'],
+    envelopes: [{ embodiment: 'arm_01', max_action_rate_hz: 10, on_violation: 'reject' }],
+  },
   stream_endpoints: [{ binding: 'inline' }],
 };
 
@@ -41,24 +45,53 @@ function route(): RelayRoute {
 
 const j = (o: unknown) => JSON.stringify(o);
 const texts = (fx: RelayEffect[], kind: string) =>
-  fx.filter((e) => e.kind === kind).map((e) => JSON.parse((e as { text: string }).text) as Record<string, any>); // eslint-disable-line @typescript-eslint/no-explicit-any -- test inspection of wire JSON
+  fx
+    .filter((e) => e.kind === kind)
+    .map((e) => JSON.parse((e as { text: string }).text) as Record<string, any>); // eslint-disable-line @typescript-eslint/no-explicit-any -- test inspection of wire JSON
 
 function open(mode: 'streaming' | 'lockstep') {
   const c = new RelayConnection(route());
   c.fromAgent(j({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }), 0);
   c.upstreamOpened();
   c.fromUpstream(j({ jsonrpc: '2.0', id: 1, result: manifest(mode) }), 0);
-  c.fromAgent(j({ jsonrpc: '2.0', id: 2, method: 'session.open', params: { embodiment: 'arm_01', mode } }), 0);
-  c.fromUpstream(j({ jsonrpc: '2.0', id: 2, result: mode === 'lockstep' ? { ...ready, tick: 0 } : ready }), 0);
+  c.fromAgent(
+    j({ jsonrpc: '2.0', id: 2, method: 'session.open', params: { embodiment: 'arm_01', mode } }),
+    0,
+  );
+  c.fromUpstream(
+    j({ jsonrpc: '2.0', id: 2, result: mode === 'lockstep' ? { ...ready, tick: 0 } : ready }),
+    0,
+  );
   let seq = 0;
   let id = 10;
   /** Submits at `atMs`; when forwarded, the world admits it. Returns the agent-facing answer if the edge answered. */
   const submit = (atMs: number, actionId = `a-${id}`) => {
     const rid = id++;
-    const fx = c.fromAgent(j({ jsonrpc: '2.0', id: rid, method: 'action.submit', params: { action_id: actionId, type: 'move', params: {} } }), atMs);
+    const fx = c.fromAgent(
+      j({
+        jsonrpc: '2.0',
+        id: rid,
+        method: 'action.submit',
+        params: { action_id: actionId, type: 'move', params: {} },
+      }),
+      atMs,
+    );
     const up = texts(fx, 'to-upstream');
     if (up.length === 0) return texts(fx, 'to-agent')[0];
-    c.fromUpstream(j({ jsonrpc: '2.0', id: rid, result: { action_id: actionId, state: 'accepted', status_seq: ++seq, received_ts_mono_ns: atMs * 1e6, ts_mono_ns: atMs * 1e6 } }), atMs);
+    c.fromUpstream(
+      j({
+        jsonrpc: '2.0',
+        id: rid,
+        result: {
+          action_id: actionId,
+          state: 'accepted',
+          status_seq: ++seq,
+          received_ts_mono_ns: atMs * 1e6,
+          ts_mono_ns: atMs * 1e6,
+        },
+      }),
+      atMs,
+    );
     return undefined;
   };
   return { c, submit, nextSeq: () => ++seq };
@@ -90,9 +123,24 @@ describe('AWP-ENV-004 action admission rate at the edge', () => {
 
   it('AWP-ACT-010 a submission the world refused does not count', () => {
     const { c, submit } = open('streaming');
-    const fx = c.fromAgent(j({ jsonrpc: '2.0', id: 99, method: 'action.submit', params: { action_id: 'x', type: 'move', params: {} } }), 1000);
+    const fx = c.fromAgent(
+      j({
+        jsonrpc: '2.0',
+        id: 99,
+        method: 'action.submit',
+        params: { action_id: 'x', type: 'move', params: {} },
+      }),
+      1000,
+    );
     expect(texts(fx, 'to-upstream')).toHaveLength(1);
-    c.fromUpstream(j({ jsonrpc: '2.0', id: 99, error: { code: 3005, message: 'AWP_ESTOP_ACTIVE', data: { retryable: true } } }), 1001);
+    c.fromUpstream(
+      j({
+        jsonrpc: '2.0',
+        id: 99,
+        error: { code: 3005, message: 'AWP_ESTOP_ACTIVE', data: { retryable: true } },
+      }),
+      1001,
+    );
     expect(submit(1010)).toBeUndefined();
   });
 
@@ -104,7 +152,20 @@ describe('AWP-ENV-004 action admission rate at the edge', () => {
     expect(submit(10_000)).toMatchObject({ error: { code: 4002 } });
     // An advance of 100 ms simulated time, seen in a status stamped by the world, clears it.
     c.fromAgent(j({ jsonrpc: '2.0', id: 500, method: 'world.tick', params: { expected_tick: 0 } }), 10_001);
-    c.fromUpstream(j({ jsonrpc: '2.0', method: 'action.status', params: { action_id: 'a-10', state: 'executing', status_seq: nextSeq(), ts_mono_ns: 100_000_000, tick: 1 } }), 10_002);
+    c.fromUpstream(
+      j({
+        jsonrpc: '2.0',
+        method: 'action.status',
+        params: {
+          action_id: 'a-10',
+          state: 'executing',
+          status_seq: nextSeq(),
+          ts_mono_ns: 100_000_000,
+          tick: 1,
+        },
+      }),
+      10_002,
+    );
     c.fromUpstream(j({ jsonrpc: '2.0', id: 500, result: { tick: 1 } }), 10_003);
     expect(submit(10_004)).toBeUndefined();
   });

@@ -51,7 +51,11 @@ describe('operator budgets', () => {
     const b = await connect();
     await b.ok('initialize', initializeParams());
     const refused = await b.call('session.open', { mode: 'streaming' });
-    expect(refused.error).toMatchObject({ code: -32004, message: 'AWP_EDGE_BUDGET_EXCEEDED', data: { retryable: true } });
+    expect(refused.error).toMatchObject({
+      code: -32004,
+      message: 'AWP_EDGE_BUDGET_EXCEEDED',
+      data: { retryable: true },
+    });
     a.close();
     await new Promise((r) => setTimeout(r, 100));
     await b.ok('session.open', { mode: 'streaming' });
@@ -60,7 +64,8 @@ describe('operator budgets', () => {
 
   it('closes a connection that exceeds its message rate with 1008, and one that sends a message too large with 1009', async () => {
     const fast = await connect();
-    for (let i = 0; i < 60; i++) fast.send({ jsonrpc: '2.0', id: i + 1, method: 'ping', params: { origin_ns: i } });
+    for (let i = 0; i < 60; i++)
+      fast.send({ jsonrpc: '2.0', id: i + 1, method: 'ping', params: { origin_ns: i } });
     expect((await fast.waitClosed()).code).toBe(1008);
     const big = await connect();
     big.send({ jsonrpc: '2.0', id: 1, method: 'ping', params: { origin_ns: 1, pad: 'x'.repeat(5000) } });

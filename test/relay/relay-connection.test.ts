@@ -8,7 +8,9 @@ const MANIFEST = {
   protocol_version: '0.1',
   world: { name: 'w', version: '1', vendor: 'v' },
   time_models: ['streaming'],
-  embodiments: [{ id: 'arm_01', kind: 'manipulator', action_types: ['move'], channels: ['proprio', 'state'] }],
+  embodiments: [
+    { id: 'arm_01', kind: 'manipulator', action_types: ['move'], channels: ['proprio', 'state'] },
+  ],
   observation_channels: [
     { id: 'proprio', modality: 'proprio/json', rate_hz: 100, loss_class: 'latest-wins', schema: {} },
     { id: 'state', modality: 'text/event+json', rate_hz: 10, loss_class: 'reliable', schema: {} },
@@ -48,7 +50,10 @@ function route(): RelayRoute & { manifests: Map<string, string> } {
     manifests,
     manifestFor: (k) => manifests.get(k),
     rememberManifest: (k, j) => manifests.set(k, j),
-    edgeEndpoints: (w) => [...w.filter((e) => e.binding === 'ws').map((e) => ({ ...e, url: 'ws://edge/stream' })), { binding: 'inline' }],
+    edgeEndpoints: (w) => [
+      ...w.filter((e) => e.binding === 'ws').map((e) => ({ ...e, url: 'ws://edge/stream' })),
+      { binding: 'inline' },
+    ],
     mintToken: () => mint.mint(),
     ownsToken: (t) => mint.owns(t),
     fanOutObservers: false,
@@ -59,7 +64,9 @@ function route(): RelayRoute & { manifests: Map<string, string> } {
 }
 
 const sent = (effects: RelayEffect[], kind: 'to-agent' | 'to-upstream') =>
-  effects.filter((e) => e.kind === kind).map((e) => JSON.parse((e as { text: string }).text) as Record<string, unknown>);
+  effects
+    .filter((e) => e.kind === kind)
+    .map((e) => JSON.parse((e as { text: string }).text) as Record<string, unknown>);
 
 /** Opens a session through a fresh connection; returns the connection, its session and the edge token. */
 function openSession(r = route()) {
@@ -85,7 +92,10 @@ describe('RelayConnection', () => {
     expect(token).not.toBe('world-token-1');
     expect(JSON.stringify(ready)).not.toContain('world-token-1');
     expect(session.record.upstream_token).toBe('world-token-1');
-    expect(ready.stream_endpoints).toEqual([{ binding: 'ws', url: 'ws://edge/stream' }, { binding: 'inline' }]);
+    expect(ready.stream_endpoints).toEqual([
+      { binding: 'ws', url: 'ws://edge/stream' },
+      { binding: 'inline' },
+    ]);
   });
 
   it('relays messages it does not rewrite as the exact text they arrived in', () => {
@@ -99,7 +109,10 @@ describe('RelayConnection', () => {
   it('AWP-CTL-008 journals status notifications and result-reported transitions', () => {
     const { c, session } = openSession();
     c.fromAgent(req(3, 'action.submit', { action_id: 'a-1', type: 'move', params: {} }), 4);
-    c.fromUpstream(res(3, { action_id: 'a-1', state: 'accepted', status_seq: 1, received_ts_mono_ns: 1, ts_mono_ns: 2 }), 5);
+    c.fromUpstream(
+      res(3, { action_id: 'a-1', state: 'accepted', status_seq: 1, received_ts_mono_ns: 1, ts_mono_ns: 2 }),
+      5,
+    );
     c.fromUpstream(status(2), 6);
     expect(session.journal.held().map((e) => [e.status_seq, e.text === null])).toEqual([
       [1, true],
@@ -110,9 +123,15 @@ describe('RelayConnection', () => {
   it('AWP-ACT-001 an idempotent resubmission result consumes no journal entry', () => {
     const { c, session } = openSession();
     c.fromAgent(req(3, 'action.submit', { action_id: 'a-1', type: 'move', params: {} }), 4);
-    c.fromUpstream(res(3, { action_id: 'a-1', state: 'accepted', status_seq: 1, received_ts_mono_ns: 1, ts_mono_ns: 2 }), 5);
+    c.fromUpstream(
+      res(3, { action_id: 'a-1', state: 'accepted', status_seq: 1, received_ts_mono_ns: 1, ts_mono_ns: 2 }),
+      5,
+    );
     c.fromAgent(req(4, 'action.submit', { action_id: 'a-1', type: 'move', params: {} }), 6);
-    const fx = c.fromUpstream(res(4, { action_id: 'a-1', state: 'accepted', status_seq: 1, received_ts_mono_ns: 1, ts_mono_ns: 2 }), 7);
+    const fx = c.fromUpstream(
+      res(4, { action_id: 'a-1', state: 'accepted', status_seq: 1, received_ts_mono_ns: 1, ts_mono_ns: 2 }),
+      7,
+    );
     expect(fx.some((e) => e.kind === 'journal-append')).toBe(false);
     expect(session.journal.size).toBe(1);
   });
@@ -141,7 +160,9 @@ describe('RelayConnection', () => {
     expect(fx.map((e) => e.kind)).toEqual(['session-attached', 'journal-ack', 'dial-upstream']);
     fx = c2.upstreamOpened();
     // The agent's own initialize goes first, unchanged; its result is checked, not relayed.
-    expect(sent(fx, 'to-upstream')).toEqual([{ jsonrpc: '2.0', id: 20, method: 'initialize', params: { protocol_versions: ['0.1'] } }]);
+    expect(sent(fx, 'to-upstream')).toEqual([
+      { jsonrpc: '2.0', id: 20, method: 'initialize', params: { protocol_versions: ['0.1'] } },
+    ]);
     fx = c2.fromUpstream(res(20, MANIFEST), 33);
     expect(sent(fx, 'to-agent')).toEqual([]);
     expect(sent(fx, 'to-upstream')[0]).toEqual({
@@ -164,7 +185,10 @@ describe('RelayConnection', () => {
     const { c, session, token, r } = openSession();
     c.fromUpstream(status(1), 4);
     c.fromAgent(req(3, 'action.submit', { action_id: 'a-2', type: 'move', params: {} }), 5);
-    c.fromUpstream(res(3, { action_id: 'a-2', state: 'queued', status_seq: 2, received_ts_mono_ns: 1, ts_mono_ns: 2 }), 6);
+    c.fromUpstream(
+      res(3, { action_id: 'a-2', state: 'queued', status_seq: 2, received_ts_mono_ns: 1, ts_mono_ns: 2 }),
+      6,
+    );
     c.fromUpstream(status(3), 7);
     session.journal.markDurable(3);
     c.agentClosed();
@@ -182,7 +206,10 @@ describe('RelayConnection', () => {
     expect(sent(c.sessionLookedUp(null, 1), 'to-agent')[0]).toMatchObject({ id: 1, error: { code: 2005 } });
     const c2 = new RelayConnection(r);
     c2.fromAgent(req(1, 'session.resume', { session_token: r.mintToken(), last_status_seq: 0 }), 0);
-    expect(sent(c2.sessionLookedUp(null, 1), 'to-agent')[0]).toMatchObject({ id: 1, error: { code: 2003, data: { retryable: false } } });
+    expect(sent(c2.sessionLookedUp(null, 1), 'to-agent')[0]).toMatchObject({
+      id: 1,
+      error: { code: 2003, data: { retryable: false } },
+    });
   });
 
   it('AWP-CTL-010 carries the edge acknowledgement in the agent own ping, never in a message of its own', () => {
@@ -190,7 +217,9 @@ describe('RelayConnection', () => {
     for (let s = 1; s <= 3; s++) c.fromUpstream(status(s), s);
     session.journal.markDurable(3);
     const fx = c.fromAgent(req(7, 'ping', { origin_ns: 5, last_status_seq: 1 }), 10);
-    expect(sent(fx, 'to-upstream')).toEqual([{ jsonrpc: '2.0', id: 7, method: 'ping', params: { origin_ns: 5, last_status_seq: 3 } }]);
+    expect(sent(fx, 'to-upstream')).toEqual([
+      { jsonrpc: '2.0', id: 7, method: 'ping', params: { origin_ns: 5, last_status_seq: 3 } },
+    ]);
     const plain = req(8, 'ping', { origin_ns: 6 });
     expect(c.fromAgent(plain, 11)).toEqual([{ kind: 'to-upstream', text: plain }]);
   });
@@ -199,14 +228,25 @@ describe('RelayConnection', () => {
     const { c } = openSession();
     const fx = c.fromAgent(req(9, 'session.open', { embodiment: 'arm_01', mode: 'streaming' }), 5);
     expect(sent(fx, 'to-upstream')).toEqual([]);
-    expect(sent(fx, 'to-agent')[0]).toMatchObject({ id: 9, error: { code: 2004, message: 'AWP_SESSION_EXISTS' } });
+    expect(sent(fx, 'to-agent')[0]).toMatchObject({
+      id: 9,
+      error: { code: 2004, message: 'AWP_SESSION_EXISTS' },
+    });
   });
 
   it('AWP-CTL-009 ends the session on an out-of-range integer from the agent', () => {
     const { c } = openSession();
-    const fx = c.fromAgent('{"jsonrpc":"2.0","id":5,"method":"ping","params":{"origin_ns":9007199254740993}}', 5);
-    expect(sent(fx, 'to-agent')[0]).toMatchObject({ id: 5, error: { code: 2006, message: 'AWP_INTEGER_RANGE' } });
-    expect(fx.filter((e) => e.kind === 'close-agent')).toEqual([{ kind: 'close-agent', code: 1002, reason: 'AWP_INTEGER_RANGE' }]);
+    const fx = c.fromAgent(
+      '{"jsonrpc":"2.0","id":5,"method":"ping","params":{"origin_ns":9007199254740993}}',
+      5,
+    );
+    expect(sent(fx, 'to-agent')[0]).toMatchObject({
+      id: 5,
+      error: { code: 2006, message: 'AWP_INTEGER_RANGE' },
+    });
+    expect(fx.filter((e) => e.kind === 'close-agent')).toEqual([
+      { kind: 'close-agent', code: 1002, reason: 'AWP_INTEGER_RANGE' },
+    ]);
     expect(fx.map((e) => e.kind)).toContain('session-ended');
   });
 
@@ -216,7 +256,10 @@ describe('RelayConnection', () => {
       id: null,
       error: { code: -32600 },
     });
-    expect(sent(c.fromAgent('{not json', 2), 'to-agent')[0]).toMatchObject({ id: null, error: { code: -32700 } });
+    expect(sent(c.fromAgent('{not json', 2), 'to-agent')[0]).toMatchObject({
+      id: null,
+      error: { code: -32700 },
+    });
     expect(c.isClosed).toBe(false);
   });
 
@@ -228,13 +271,49 @@ describe('RelayConnection', () => {
 
   it('AWP-TRN-009 marks inline frames of streaming latest-wins channels replaceable, reliable ones not', () => {
     const { c } = openSession();
-    const f1 = note('obs.frame', { channel_id: 1, seq: 1, ts_mono_ns: 1, ts_send_ns: 2, flags: 1, payload_b64: '' });
-    const f2 = note('obs.frame', { channel_id: 2, seq: 1, ts_mono_ns: 1, ts_send_ns: 2, flags: 1, payload_b64: '' });
+    const f1 = note('obs.frame', {
+      channel_id: 1,
+      seq: 1,
+      ts_mono_ns: 1,
+      ts_send_ns: 2,
+      flags: 1,
+      payload_b64: '',
+    });
+    const f2 = note('obs.frame', {
+      channel_id: 2,
+      seq: 1,
+      ts_mono_ns: 1,
+      ts_send_ns: 2,
+      flags: 1,
+      payload_b64: '',
+    });
     expect(c.fromUpstream(f1, 5)).toEqual([
-      { kind: 'to-agent', text: f1, frame: { channel_id: 1, latest_wins: true, channel: 'proprio', ts_mono_ns: 1, ts_send_ns: 2, rate_hz: 100 } },
+      {
+        kind: 'to-agent',
+        text: f1,
+        frame: {
+          channel_id: 1,
+          latest_wins: true,
+          channel: 'proprio',
+          ts_mono_ns: 1,
+          ts_send_ns: 2,
+          rate_hz: 100,
+        },
+      },
     ]);
     expect(c.fromUpstream(f2, 6)).toEqual([
-      { kind: 'to-agent', text: f2, frame: { channel_id: 2, latest_wins: false, channel: 'state', ts_mono_ns: 1, ts_send_ns: 2, rate_hz: 10 } },
+      {
+        kind: 'to-agent',
+        text: f2,
+        frame: {
+          channel_id: 2,
+          latest_wins: false,
+          channel: 'state',
+          ts_mono_ns: 1,
+          ts_send_ns: 2,
+          rate_hz: 10,
+        },
+      },
     ]);
   });
 
@@ -242,7 +321,10 @@ describe('RelayConnection', () => {
     const c = new RelayConnection(route());
     c.fromAgent(req(1, 'initialize', { protocol_versions: ['0.1'] }), 0);
     const fx = c.upstreamFailed('cannot reach the world: ECONNREFUSED');
-    expect(sent(fx, 'to-agent')[0]).toMatchObject({ id: 1, error: { code: -32001, data: { retryable: true } } });
+    expect(sent(fx, 'to-agent')[0]).toMatchObject({
+      id: 1,
+      error: { code: -32001, data: { retryable: true } },
+    });
     expect(fx.at(-1)).toEqual({ kind: 'close-agent', code: 1014, reason: 'upstream world unavailable' });
   });
 });
@@ -270,9 +352,15 @@ describe('RelayConnection resume ordering', () => {
 describe('RelayConnection approvers', () => {
   it('AWP-APR-007 an agent cannot approve through the edge, and never sees approval requests', () => {
     const { c } = openSession();
-    const fx = c.fromAgent(req(40, 'safety.approval.respond', { approval_id: 'ap-1', decision: 'approve' }), 1);
+    const fx = c.fromAgent(
+      req(40, 'safety.approval.respond', { approval_id: 'ap-1', decision: 'approve' }),
+      1,
+    );
     expect(sent(fx, 'to-upstream')).toEqual([]);
-    expect(sent(fx, 'to-agent')[0]).toMatchObject({ id: 40, error: { code: 4001, message: 'AWP_FORBIDDEN' } });
+    expect(sent(fx, 'to-agent')[0]).toMatchObject({
+      id: 40,
+      error: { code: 4001, message: 'AWP_FORBIDDEN' },
+    });
   });
 
   it('AWP-APR-005 a deployment-configured approver connection reaches the world at once and gets approval requests', () => {
@@ -280,7 +368,9 @@ describe('RelayConnection approvers', () => {
     const c = new RelayConnection(r);
     r.rememberManifest(JSON.stringify({ protocol_versions: ['0.1'] }), JSON.stringify(MANIFEST));
     // Even with a cached manifest, an approver's initialize goes upstream: the world must know it.
-    expect(c.fromAgent(req(1, 'initialize', { protocol_versions: ['0.1'] }), 0).map((e) => e.kind)).toEqual(['dial-upstream']);
+    expect(c.fromAgent(req(1, 'initialize', { protocol_versions: ['0.1'] }), 0).map((e) => e.kind)).toEqual([
+      'dial-upstream',
+    ]);
     c.upstreamOpened();
     c.fromUpstream(res(1, MANIFEST), 1);
     const request = note('safety.approval_requested', { approval_id: 'ap-1', action_id: 'a-1' });

@@ -50,7 +50,13 @@ export class AwpClient {
         if (msg.method === 'ping' && msg.id !== undefined && options.answerPings !== false) {
           const origin = (msg.params as Json | undefined)?.origin_ns;
           const t = Number(process.hrtime.bigint() % 1_000_000_000_000n);
-          ws.send(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { origin_ns: origin, receive_ns: t, transmit_ns: t } }));
+          ws.send(
+            JSON.stringify({
+              jsonrpc: '2.0',
+              id: msg.id,
+              result: { origin_ns: origin, receive_ns: t, transmit_ns: t },
+            }),
+          );
         }
         client.received.push(msg);
         for (let i = 0; i < client.waiters.length; i++) {
@@ -72,10 +78,17 @@ export class AwpClient {
   /** Sends a request and waits for its response (result or error). */
   async call(method: string, params?: unknown, timeoutMs = 5000): Promise<Json> {
     const id = this.nextId++;
-    const response = this.waitFor((m) => m.id === id && m.method === undefined, timeoutMs, `response to ${method}`);
+    const response = this.waitFor(
+      (m) => m.id === id && m.method === undefined,
+      timeoutMs,
+      `response to ${method}`,
+    );
     this.send({ jsonrpc: '2.0', id, method, ...(params !== undefined ? { params } : {}) });
     const closed = this.waitClosed(timeoutMs + 1000).then(
-      (c) => Promise.reject(new Error(`connection closed (${c.code} ${c.reason}) before the response to ${method}`)),
+      (c) =>
+        Promise.reject(
+          new Error(`connection closed (${c.code} ${c.reason}) before the response to ${method}`),
+        ),
       () => new Promise<never>(() => undefined),
     );
     return Promise.race([response, closed]);
@@ -117,7 +130,12 @@ export class AwpClient {
   }
 
   /** Waits for a notification of `method` whose params match. */
-  waitNotification(method: string, match: (p: Json) => boolean = () => true, timeoutMs = 5000, fromIndex = 0): Promise<Json> {
+  waitNotification(
+    method: string,
+    match: (p: Json) => boolean = () => true,
+    timeoutMs = 5000,
+    fromIndex = 0,
+  ): Promise<Json> {
     return this.waitFor(
       (m) => m.method === method && m.id === undefined && match((m.params ?? {}) as Json),
       timeoutMs,
@@ -129,14 +147,21 @@ export class AwpClient {
   /** Every status_seq-bearing notification received, in order. */
   statusSeqs(): number[] {
     return this.received
-      .filter((m) => ['action.status', 'world.event', 'session.state'].includes(m.method as string) && m.id === undefined)
+      .filter(
+        (m) =>
+          ['action.status', 'world.event', 'session.state'].includes(m.method as string) &&
+          m.id === undefined,
+      )
       .map((m) => (m.params as { status_seq: number }).status_seq);
   }
 
   waitClosed(timeoutMs = 5000): Promise<{ code: number; reason: string }> {
     if (this.closed !== null) return Promise.resolve(this.closed);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`connection still open after ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`connection still open after ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       this.closeWaiters.push((c) => {
         clearTimeout(timer);
         resolve(c);
@@ -150,7 +175,8 @@ export class AwpClient {
   }
 
   close(): void {
-    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(1000);
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING)
+      this.ws.close(1000);
   }
 }
 
@@ -166,6 +192,8 @@ export class HttpRefusal extends Error {
 
 export const AGENT = { name: 'awp-edge-test', version: '0.1.0', vendor: 'awp-edge' };
 
-export function initializeParams(modalities: string[] = ['proprio/json', 'image/raw', 'text/event+json']): Json {
+export function initializeParams(
+  modalities: string[] = ['proprio/json', 'image/raw', 'text/event+json'],
+): Json {
   return { protocol_versions: ['0.1'], agent: AGENT, consumes_modalities: modalities };
 }
