@@ -9,6 +9,8 @@ export interface SessionBound {
 /** Kept a little longer than the world keeps a suspended session, so the world answers late resumes. */
 const EXPIRY_MARGIN_MS = 2_000;
 const DEFAULT_WINDOW_MS = 30_000;
+/** Well inside any reconnect window: a store lease lapses only if the serving replica is gone. */
+const LEASE_RENEW_MS = 2_000;
 
 /**
  * The relay sessions this replica serves, in front of the session store: live sessions answer
@@ -19,7 +21,20 @@ export class SessionRegistry {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly bound = new Map<string, Set<SessionBound>>();
 
-  constructor(readonly store: SessionStore) {}
+  private readonly leaseTimer: NodeJS.Timeout;
+
+  constructor(readonly store: SessionStore) {
+    // A shared store's keys expire unless the replica serving a session renews its lease.
+    this.leaseTimer = setInterval(() => this.renewLeases(), LEASE_RENEW_MS);
+    this.leaseTimer.unref();
+  }
+
+  private renewLeases(): void {
+    if (this.store.kind === 'memory') return;
+    for (const s of this.live.values()) {
+      if (s.attachment !== null) void this.store.setSuspended(s.token, s.fence, null).catch(() => undefined);
+    }
+  }
 
   get size(): number {
     return this.live.size;
@@ -110,6 +125,7 @@ export class SessionRegistry {
 
   /** Drops every live session (shutdown); the store keeps what it holds. */
   clear(): void {
+    clearInterval(this.leaseTimer);
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
     for (const token of [...this.bound.keys()]) this.closeBound(token, 1001, 'edge shutting down');

@@ -24,7 +24,7 @@ if tonumber(ARGV[1]) < tonumber(fence) then return -1 end
 export const CREATE = `
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'r', ARGV[1], 'a', ARGV[2], 's', ARGV[3], 'f', '1', 't', ARGV[4])
-if ARGV[3] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `;
 
@@ -46,9 +46,8 @@ return redis.call('HINCRBY', KEYS[1], 'f', 1)
  * acknowledged), so a redelivery is not journalled twice. Refuses the whole call (returns
  * {-2, highest held}) when its first new entry is not the next seq after the highest held: an
  * earlier append was lost (Redis was unreachable), and storing entries above the gap would let the
- * edge take them, and the missing ones below, for durable (and acknowledge them upstream). A journal
- * created while the session is suspended gets the record's remaining TTL, so no key of a suspended
- * session outlives it.
+ * edge take them, and the missing ones below, for durable (and acknowledge them upstream). The journal
+ * gets the record's remaining TTL, so no key of a session outlives it.
  */
 export const APPEND = `${FENCE_CHECK}
 local held = redis.call('HGET', KEYS[1], 'a')
@@ -90,17 +89,17 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
 return 1
 `;
 
-/** ARGV: fence, suspended_at_ms or '' (attached). Suspended: both keys expire; attached: no TTL. */
+/**
+ * ARGV: fence, suspended_at_ms or '' (attached). Both keys expire a reconnect window (+ margin) from
+ * now either way: a suspended session when the world would have closed it; an attached one too, unless
+ * the replica serving it renews this lease in time — so sessions of a replica that died expire as if
+ * their agents had dropped with it.
+ */
 export const SET_SUSPENDED = `${FENCE_CHECK}
 redis.call('HSET', KEYS[1], 's', ARGV[2])
-if ARGV[2] == '' then
-  redis.call('PERSIST', KEYS[1])
-  redis.call('PERSIST', KEYS[2])
-else
-  local ttl = redis.call('HGET', KEYS[1], 't')
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
+local ttl = redis.call('HGET', KEYS[1], 't')
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
 return 1
 `;
 
