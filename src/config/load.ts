@@ -13,6 +13,7 @@ import {
   type ListenAddress,
   type RouteConfig,
   type StoreConfig,
+  type TlsConfig,
   type WebTransportConfig,
 } from './schema.js';
 import { urlCarriesCredential } from '../transport/auth.js';
@@ -208,6 +209,7 @@ const TOP_KEYS = [
   'store',
   'drain',
   'webtransport',
+  'tls',
   'budgets',
 ];
 const ROUTE_KEYS = [
@@ -310,6 +312,7 @@ export function validateConfig(raw: unknown, source: string, env: Env = process.
     store,
     drain: { window_ms: c.int(drainRaw.window_ms, 'drain.window_ms', 0, 600_000) ?? 20_000 },
     webtransport: webtransportConfig(c, top.webtransport),
+    tls: tlsConfig(c, top.tls),
     budgets: {
       max_connections: budget('max_connections'),
       max_sessions: budget('max_sessions'),
@@ -330,30 +333,45 @@ function webtransportConfig(c: Checker, raw: unknown): WebTransportConfig | unde
   const listen = c.address(o.listen, 'webtransport.listen');
   if (o.listen === undefined)
     c.fail('webtransport.listen', 'required: HOST:PORT (HTTP/2 on TCP, and HTTP/3 on UDP where available)');
+  const pair = certificatePair(c, o, 'webtransport');
+  if (listen === undefined || pair === undefined) return undefined;
+  return { listen, ...pair };
+}
+
+/** `tls: {cert_file, key_file}`: the agent-facing listener serves wss:// (AWP-SEC-001). */
+function tlsConfig(c: Checker, raw: unknown): TlsConfig | undefined {
+  const o = c.obj(raw, 'tls');
+  if (o === undefined) return undefined;
+  c.known(o, 'tls', ['cert_file', 'key_file']);
+  return certificatePair(c, o, 'tls');
+}
+
+/** A PEM certificate and its private key, read and matched at load time so a bad pair fails at start. */
+function certificatePair(c: Checker, o: Record<string, unknown>, prefix: string): TlsConfig | undefined {
   const files: Record<'cert_file' | 'key_file', string | undefined> = {
     cert_file: undefined,
     key_file: undefined,
   };
   for (const k of ['cert_file', 'key_file'] as const) {
-    const file = c.str(o[k], `webtransport.${k}`);
-    if (o[k] === undefined) c.fail(`webtransport.${k}`, 'required: a PEM file');
+    const file = c.str(o[k], `${prefix}.${k}`);
+    if (o[k] === undefined) c.fail(`${prefix}.${k}`, 'required: a PEM file');
     if (file === undefined) continue;
     try {
       files[k] = readFileSync(file, 'utf8');
     } catch (err) {
-      c.fail(`webtransport.${k}`, `cannot read ${file}: ${(err as Error).message}`);
+      c.fail(`${prefix}.${k}`, `cannot read ${file}: ${(err as Error).message}`);
     }
   }
   const { cert_file: cert, key_file: key } = files;
-  if (listen === undefined || cert === undefined || key === undefined) return undefined;
+  if (cert === undefined || key === undefined) return undefined;
   try {
     if (!new X509Certificate(cert).checkPrivateKey(createPrivateKey(key))) {
-      c.fail('webtransport.key_file', 'the private key does not match the certificate');
+      c.fail(`${prefix}.key_file`, 'the private key does not match the certificate');
     }
   } catch (err) {
-    c.fail('webtransport.cert_file', `not a PEM certificate and private key: ${(err as Error).message}`);
+    c.fail(`${prefix}.cert_file`, `not a PEM certificate and private key: ${(err as Error).message}`);
   }
-  return { listen, cert_file: o.cert_file as string, key_file: o.key_file as string, cert, key };
+  return { cert_file: o.cert_file as string, key_file: o.key_file as string, cert, key };
 }
 
 function storeConfig(c: Checker, o: Record<string, unknown>, env: Env): StoreConfig {

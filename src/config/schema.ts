@@ -52,13 +52,16 @@ export interface DrainConfig {
 }
 
 /** The WebTransport listener (HTTP/3 where the native transport is installed, HTTP/2 otherwise). */
-export interface WebTransportConfig {
-  readonly listen: ListenAddress;
+/** A certificate and its key: the file names, and their PEM contents read when the config was loaded. */
+export interface TlsConfig {
   readonly cert_file: string;
   readonly key_file: string;
-  /** PEM contents of cert_file and key_file, read when the configuration is loaded. */
   readonly cert: string;
   readonly key: string;
+}
+
+export interface WebTransportConfig extends TlsConfig {
+  readonly listen: ListenAddress;
 }
 
 export type { BudgetConfig } from '../policy/budgets.js';
@@ -84,6 +87,8 @@ export interface EdgeConfig {
   readonly transport: TransportConfig;
   readonly store: StoreConfig;
   readonly drain: DrainConfig;
+  /** TLS on the agent-facing listener (wss://); absent: plaintext, for loopback or behind a TLS proxy. */
+  readonly tls?: TlsConfig | undefined;
   /** The `webtransport` stream endpoints; none are offered when absent. */
   readonly webtransport?: WebTransportConfig | undefined;
   /** Operator budgets, per agent credential. */

@@ -3,6 +3,7 @@
  * and an admin listener for health and metrics.
  */
 import type { EdgeConfig } from '../config/schema.js';
+import { isLoopback } from '../config/load.js';
 import { TokenMint } from '../relay/tokens.js';
 import type { SessionStore } from '../store/session-store.js';
 import { openStore } from './store-setup.js';
@@ -95,7 +96,14 @@ export class Edge {
           { event: 'internal_error', err: err instanceof Error ? err.stack : String(err) },
           'connection setup failed',
         ),
+      tls: config.tls,
     });
+    if (config.tls === undefined && !isLoopback(config.listen.host)) {
+      log.warn(
+        { event: 'plaintext_listener', listen: config.listen.host },
+        'agents reach this listener from other machines without TLS: configure tls: or terminate TLS in front of the edge (AWP-SEC-001)',
+      );
+    }
     const admin = await startAdmin(config.admin, {
       ready: () => ref.edge !== undefined && !ref.edge.draining && storeReady(),
       metrics: () => {
@@ -311,7 +319,8 @@ export class Edge {
 
   private publicBase(req: UpgradeRequest): string {
     if (this.config.public_url !== undefined) return this.config.public_url.replace(/\/$/, '');
-    return `ws://${req.header('host') ?? `${this.config.listen.host}:${this.server.port}`}`;
+    const scheme = this.config.tls !== undefined ? 'wss' : 'ws';
+    return `${scheme}://${req.header('host') ?? `${this.config.listen.host}:${this.server.port}`}`;
   }
 
   /**

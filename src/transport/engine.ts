@@ -45,6 +45,10 @@ export interface EngineOptions {
   /** WebSocket-level ping interval for hop liveness; a connection silent for two intervals is dropped. */
   readonly pingIntervalMs: number;
   readonly upgrade: (req: UpgradeRequest) => Promise<UpgradeOutcome> | UpgradeOutcome;
+  /** Serve wss:// with this certificate (PEM contents, and the files for engines that read files). */
+  readonly tls?:
+    | { readonly cert: string; readonly key: string; readonly cert_file: string; readonly key_file: string }
+    | undefined;
   /** A bug surfaced while deciding or opening a connection (answered 500 / closed 1011): log it. */
   readonly onError?: (err: unknown) => void;
 }

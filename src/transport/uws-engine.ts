@@ -50,7 +50,10 @@ const decoder = new TextDecoder();
 /** The production engine: uWebSockets.js. Behaves as `listenWs` does (see ws-engine.ts). */
 export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
   const uws = loadUws();
-  const app = uws.App();
+  const app =
+    opts.tls !== undefined
+      ? uws.SSLApp({ cert_file_name: opts.tls.cert_file, key_file_name: opts.tls.key_file })
+      : uws.App();
   const live = new Set<Conn>();
   let closing = false;
 

@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
@@ -16,10 +17,14 @@ import { socketOf } from './ws-socket.js';
 
 /** The portable engine: `ws` on `node:http`. */
 export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
-  const http = createServer((_req, res) => {
+  const plain = (_req: IncomingMessage, res: ServerResponse) => {
     res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
     res.end(NOT_WEBSOCKET);
-  });
+  };
+  const http =
+    opts.tls !== undefined
+      ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }, plain)
+      : createServer(plain);
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: opts.maxMessageBytes,

@@ -12,6 +12,8 @@ export interface ClientOptions {
   readonly viaSubprotocol?: boolean;
   /** Answer the world's JSON-RPC pings (default true). */
   readonly answerPings?: boolean;
+  /** A CA (PEM) to trust for wss:// (the edge's test certificate). */
+  readonly ca?: string;
 }
 
 export class AwpClient {
@@ -32,7 +34,11 @@ export class AwpClient {
       else headers.authorization = `Bearer ${options.credential}`;
     }
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, protocols, { headers, handshakeTimeout: timeoutMs });
+      const ws = new WebSocket(url, protocols, {
+        headers,
+        handshakeTimeout: timeoutMs,
+        ...(options.ca !== undefined ? { ca: options.ca } : {}),
+      });
       const client = new AwpClient(ws);
       ws.on('unexpected-response', (_req, res) => {
         let body = '';
