@@ -264,7 +264,7 @@ export class Edge {
       return refuse(404, 'no_route', 'no such stream endpoint', route);
     try {
       const relay = await StreamRelay.open(this.ctx, session, endpoint.url);
-      return { accept: true, protocol: 'awp', open: (conn) => relay.attach(conn) };
+      return { accept: true, protocol: 'awp', open: (conn) => relay.attach(conn, this.ctx) };
     } catch (err) {
       const detail = err instanceof DialError ? err.message : String(err);
       this.ctx.metrics.upstreamFailures.labels(route.name, 'stream', 'unreachable').inc();

@@ -1,0 +1,243 @@
+/**
+ * A relay agent's stream connection bridged to the world's `ws` stream endpoint (AWP-TRN-013), whatever
+ * binding the agent uses: the world side is dialled with the world's session token; frames pass as the
+ * buffers they arrived in after a header-only peek (AWP-DAT-010), latest-wins frames may be replaced
+ * while a socket is busy, and the agent's command frames are paced to their channel's granted rate.
+ * The agent side (a `ws` connection, a WebTransport session) is a small sink the binding supplies.
+ */
+import { Outbox, type FrameNote, type PushOutcome } from '../fanout/outbox.js';
+import { CommandPacer } from '../policy/command-pacer.js';
+import { createFrameHeader, FrameError, peekFrame } from '../protocol/frame.js';
+import type { RelaySession } from '../relay/relay-session.js';
+import { FrameMetrics } from '../telemetry/frame-metrics.js';
+import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
+import type { EdgeContext } from './context.js';
+
+export const MALFORMED = 'AWP_MALFORMED';
+
+/** The agent's side of a bridged stream connection. */
+export interface AgentStreamSink {
+  push(buf: Buffer, channel_id: number, latestWins: boolean, note: FrameNote): PushOutcome;
+  close(code: number, reason: string): void;
+}
+
+export class StreamBridge {
+  private agent: AgentStreamSink | null = null;
+  private world!: UpstreamConnection;
+  private worldOut!: Outbox;
+  private readonly early: Buffer[] = [];
+  private earlyBytes = 0;
+  private readonly header = createFrameHeader();
+  private readonly pacer = new CommandPacer<Buffer>();
+  private pacerTimer: NodeJS.Timeout | undefined;
+  private unbind: () => void = () => undefined;
+  private ended = false;
+  readonly toAgentMetrics: FrameMetrics;
+  readonly toWorldMetrics: FrameMetrics;
+
+  private constructor(
+    private readonly ctx: EdgeContext,
+    private readonly session: RelaySession,
+    private readonly binding: string,
+  ) {
+    const route = session.record.route;
+    this.toAgentMetrics = new FrameMetrics(ctx.metrics, route, binding, 'world_to_agent', ctx.now);
+    this.toWorldMetrics = new FrameMetrics(ctx.metrics, route, binding, 'agent_to_world', ctx.now);
+  }
+
+  /** Dials the world's stream endpoint before the agent's side is accepted (a failure refuses it). */
+  static async open(
+    ctx: EdgeContext,
+    session: RelaySession,
+    url: string,
+    binding: string,
+  ): Promise<StreamBridge> {
+    const bridge = new StreamBridge(ctx, session, binding);
+    const c = ctx.config;
+    bridge.world = await dialUpstream(
+      {
+        url,
+        credential: session.record.upstream_token,
+        connectTimeoutMs: c.timing.upstream_connect_timeout_ms,
+        maxMessageBytes: c.transport.max_message_bytes,
+        pingIntervalMs: c.timing.hop_ping_interval_ms,
+      },
+      {
+        message: (data, binary) => bridge.fromWorld(data, binary),
+        drain: () => bridge.worldOut.drain(),
+        close: () => bridge.end(1001, 'world stream connection closed'),
+      },
+    );
+    bridge.worldOut = new Outbox(
+      bridge.world,
+      c.transport.high_water_bytes,
+      c.transport.max_queued_bytes,
+      bridge.toWorldMetrics,
+    );
+    // The session's control connection ending (or suspending) ends its streams too (AWP-TRN-008).
+    bridge.unbind = ctx.registry.bind(session.token, {
+      terminate: (code, reason) => bridge.end(code, reason),
+    });
+    ctx.metrics.upstreamConnections.labels(bridge.route, 'stream').inc();
+    return bridge;
+  }
+
+  get done(): boolean {
+    return this.ended;
+  }
+
+  private get route(): string {
+    return this.session.record.route;
+  }
+
+  /** The agent's side is up: frames that arrived during its handshake go first. */
+  attach(agent: AgentStreamSink): void {
+    if (this.ended) return agent.close(1001, 'world stream connection closed');
+    this.agent = agent;
+    this.ctx.metrics.agentConnections.labels(this.route, 'stream').inc();
+    for (const buf of this.early.splice(0)) this.fromWorld(buf, true);
+  }
+
+  // ---------------------------------------------------------------- agent -> world
+
+  /** One frame from the agent; false once the bridge has ended. */
+  fromAgent(buf: Buffer): boolean {
+    if (this.ended) return false;
+    if (!this.valid(buf)) {
+      this.toWorldMetrics.count('unknown', 'malformed', buf.length);
+      this.end(1002, MALFORMED, 'agent sent a malformed frame');
+      return false;
+    }
+    const channel = this.latestWins();
+    const rate = channel === undefined ? null : (this.session.channels.get(channel)?.rate_hz ?? null);
+    if (channel !== undefined && rate !== null) {
+      // Command frames within the channel's granted rate, the oldest waiting one dropped first.
+      const paced = this.pacer.offer(channel, rate, this.ctx.now(), buf);
+      if (paced === 'replaced') this.toWorldMetrics.count(this.channel(), 'replaced', buf.length);
+      if (paced !== 'send') {
+        this.schedulePacer();
+        return true;
+      }
+    }
+    return this.toWorld(buf, channel);
+  }
+
+  private toWorld(buf: Buffer, latestWinsChannel: number | undefined): boolean {
+    const note = { received_at: this.ctx.now(), channel: this.channel() };
+    if (this.worldOut.push(buf, true, latestWinsChannel, note) === 'overflow') {
+      this.end(1008, 'world stopped reading command frames');
+      return false;
+    }
+    return true;
+  }
+
+  /** Writes the waiting command frames whose slot has come, and sets a timer for the next one. */
+  private schedulePacer(): void {
+    if (this.pacerTimer !== undefined || this.ended) return;
+    const { frames, next } = this.pacer.due(this.ctx.now());
+    for (const buf of frames) if (!this.toWorld(buf, peekFrame(buf, this.header).channel_id)) return;
+    if (next === undefined) return;
+    this.pacerTimer = setTimeout(
+      () => {
+        this.pacerTimer = undefined;
+        this.schedulePacer();
+      },
+      Math.max(0, next - this.ctx.now()),
+    );
+  }
+
+  // ---------------------------------------------------------------- world -> agent
+
+  private fromWorld(data: string | Buffer, binary: boolean): void {
+    if (this.ended) return;
+    if (!binary || !this.valid(data as Buffer)) {
+      // The world broke the stream: it is closed on both hops; the agent may reconnect (AWP-TRN-010).
+      this.toAgentMetrics.count('unknown', 'malformed', data.length);
+      this.world.close(1002, MALFORMED);
+      return this.end(1014, 'world sent a malformed frame');
+    }
+    const buf = data as Buffer;
+    if (this.agent === null) {
+      this.early.push(buf);
+      this.earlyBytes += buf.length;
+      if (this.earlyBytes > this.ctx.config.transport.max_queued_bytes)
+        this.end(1008, 'agent did not complete its connection');
+      return;
+    }
+    const h = this.header;
+    const channel = this.channel();
+    const sessionNow = this.session.clock.sessionNow(Math.round(this.ctx.now() * 1e6));
+    this.toAgentMetrics.observeAge(
+      channel,
+      h.ts_mono_ns,
+      h.has_ts_send_ns ? h.ts_send_ns : undefined,
+      sessionNow,
+    );
+    const note = { received_at: this.ctx.now(), channel };
+    if (this.agent.push(buf, h.channel_id, this.latestWins() !== undefined, note) === 'overflow') {
+      // A reliable channel cannot drop: the agent loses this stream connection and resyncs when it
+      // reconnects; closing the world's side too makes the world restart it with a resync keyframe.
+      this.toAgentMetrics.count(channel, 'dropped_slow', buf.length);
+      this.end(1008, 'agent stopped reading its stream connection');
+    }
+  }
+
+  // ---------------------------------------------------------------- shared
+
+  /** Header-only check (AWP-DAT-010); clears reserved flag bits in place (AWP-DAT-005). */
+  private valid(buf: Buffer): boolean {
+    try {
+      peekFrame(buf, this.header);
+    } catch (err) {
+      if (err instanceof FrameError) return false;
+      throw err;
+    }
+    buf[5] = buf[5]! & 0x0f;
+    return true;
+  }
+
+  /** The channel of the frame just peeked, if a newer frame may replace it while a socket is busy. */
+  private latestWins(): number | undefined {
+    const id = this.header.channel_id;
+    return this.session.latestWins(id) ? id : undefined;
+  }
+
+  /** The channel name of the frame just peeked (a metric label). */
+  private channel(): string {
+    return this.session.channels.get(this.header.channel_id)?.name ?? 'unknown';
+  }
+
+  /** The agent's side is gone (it closed, or never completed its handshake). */
+  agentGone(reason: string): void {
+    if (this.agent !== null) {
+      this.ctx.metrics.agentConnections.labels(this.route, 'stream').dec();
+      this.agent = null;
+    }
+    this.end(1001, reason);
+  }
+
+  /** Ends both sides: the agent's with `code`/`reason`, the world's as a normal close. */
+  end(code: number, reason: string, detail?: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    clearTimeout(this.pacerTimer);
+    this.unbind();
+    if (detail !== undefined) {
+      this.ctx.log.info({
+        event: 'stream_closed',
+        binding: this.binding,
+        route: this.route,
+        session_id: this.session.record.session_id,
+        detail,
+      });
+    }
+    this.ctx.metrics.upstreamConnections.labels(this.route, 'stream').dec();
+    this.worldOut.flushAll();
+    this.world.close(code === 1002 ? 1000 : 1001, 'agent side of the stream closed');
+    if (this.agent !== null) {
+      this.ctx.metrics.agentConnections.labels(this.route, 'stream').dec();
+      this.agent.close(code, reason);
+      this.agent = null;
+    }
+  }
+}
