@@ -148,7 +148,7 @@ export class StreamBridge {
 
   // ---------------------------------------------------------------- world -> agent
 
-  private fromWorld(data: string | Buffer, binary: boolean): void {
+  private fromWorld(data: string | Uint8Array, binary: boolean): void {
     if (this.ended) return;
     if (!binary || !this.valid(data as Buffer)) {
       // The world broke the stream: it is closed on both hops; the agent may reconnect (AWP-TRN-010).

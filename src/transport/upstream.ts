@@ -1,5 +1,6 @@
 import { WebSocket } from 'ws';
-import { socketOf } from './ws-socket.js';
+import type { ConnectionHandlers } from './engine.js';
+import { attach } from './ws-socket.js';
 
 /** One connection from the edge to a world (control or stream), over `ws`. */
 export interface UpstreamConnection {
@@ -9,11 +10,8 @@ export interface UpstreamConnection {
   terminate(): void;
 }
 
-export interface UpstreamHandlers {
-  message(data: string | Buffer, binary: boolean): void;
-  drain(): void;
-  close(code: number, reason: string): void;
-}
+/** Text arrives as a string, binary as the Buffer `ws` received (the edge may keep it). */
+export type UpstreamHandlers = ConnectionHandlers;
 
 export interface DialOptions {
   readonly url: string;
@@ -60,27 +58,7 @@ export function dialUpstream(opts: DialOptions, handlers: UpstreamHandlers): Pro
         return;
       }
       opened = true;
-      let alive = true;
-      const timer =
-        opts.pingIntervalMs > 0
-          ? setInterval(() => {
-              if (!alive) return ws.terminate();
-              alive = false;
-              ws.ping();
-            }, opts.pingIntervalMs)
-          : undefined;
-      timer?.unref();
-      ws.on('pong', () => (alive = true));
-      ws.on('message', (data: Buffer, binary: boolean) => {
-        alive = true;
-        handlers.message(binary ? data : data.toString('utf8'), binary);
-      });
-      socketOf(ws)?.on('drain', () => handlers.drain());
-      ws.on('error', () => ws.terminate());
-      ws.once('close', (code: number, reason: Buffer) => {
-        if (timer) clearInterval(timer);
-        handlers.close(code, reason.toString('utf8'));
-      });
+      attach(ws, handlers, opts.pingIntervalMs, () => undefined);
       resolve({
         send: (data, binary) => ws.send(data, { binary }),
         get bufferedAmount() {

@@ -13,7 +13,7 @@ import {
   type ServerConnection,
   type UpgradeRequest,
 } from './engine.js';
-import { socketOf } from './ws-socket.js';
+import { attach } from './ws-socket.js';
 
 /** The portable engine: `ws` on `node:http`. */
 export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
@@ -114,42 +114,4 @@ function wrap(ws: WebSocket, remoteAddress: string): ServerConnection {
     terminate: () => ws.terminate(),
     remoteAddress,
   };
-}
-
-/** Wires a `ws` socket to the edge's handlers, with WebSocket-level pings for hop liveness. */
-export function attach(
-  ws: WebSocket,
-  h: ConnectionHandlers,
-  pingIntervalMs: number,
-  onGone: () => void,
-): void {
-  let alive = true;
-  const timer =
-    pingIntervalMs > 0
-      ? setInterval(() => {
-          if (!alive) {
-            // Two intervals without a pong: the hop is dead, unless the pong is already waiting to be
-            // read behind a stalled event loop, so look once more after this turn's reads.
-            setImmediate(() => {
-              if (!alive) ws.terminate();
-            });
-            return;
-          }
-          alive = false;
-          ws.ping();
-        }, pingIntervalMs)
-      : undefined;
-  timer?.unref();
-  ws.on('pong', () => (alive = true));
-  ws.on('message', (data: Buffer, binary: boolean) => {
-    alive = true;
-    h.message(binary ? data : data.toString('utf8'), binary);
-  });
-  socketOf(ws)?.on('drain', () => h.drain());
-  ws.on('error', () => ws.terminate());
-  ws.once('close', (code: number, reason: Buffer) => {
-    if (timer) clearInterval(timer);
-    onGone();
-    h.close(code, reason.toString('utf8'));
-  });
 }
