@@ -3,7 +3,8 @@
  * socket, the upstream socket and the session store, in order.
  */
 import { Outbox } from '../fanout/outbox.js';
-import { RelayConnection, type FrameRoute, type RelayEffect } from '../relay/relay-connection.js';
+import { RelayConnection } from '../relay/relay-connection.js';
+import type { FrameRoute, RelayEffect } from '../relay/relay-effects.js';
 import type { RelaySession } from '../relay/relay-session.js';
 import { isAwpMethod } from '../protocol/methods.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';

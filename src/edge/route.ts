@@ -1,4 +1,4 @@
-import type { RelayRoute } from '../relay/relay-connection.js';
+import type { RelayRoute } from '../relay/relay-effects.js';
 import type { StreamEndpoint } from '../relay/relay-session.js';
 import type { TokenMint } from '../relay/tokens.js';
 import type { RouteConfig } from '../config/schema.js';

@@ -8,6 +8,9 @@
  * has certainly not moved far enough (an advance it cannot time is left to the world to judge).
  */
 
+import { awpError, type RpcErrorObject } from '../protocol/errors.js';
+import type { RelaySession } from '../relay/relay-session.js';
+
 /** Spacing the edge forgives between its receipt and the world's (ns). */
 const JITTER_NS = 2_000_000;
 
@@ -65,4 +68,79 @@ export function limitersFor(envelopes: unknown): Map<string, AdmissionLimiter> {
     }
   }
   return out;
+}
+
+/**
+ * A connection's admission checks on its session's submissions: which limiter a submission counts
+ * against, and the accounting when the world answers. Identical resubmissions of an admitted action
+ * are the world's to answer and are never counted (AWP-ACT-001).
+ */
+export class AdmissionGate {
+  /** Submissions in flight, by request key. */
+  private readonly submits = new Map<string, { action_id: string; embodiment: string }>();
+
+  /** null to forward the submission, or the error the edge answers it with (4002, retryable). */
+  check(
+    session: RelaySession | null,
+    requestKey: string,
+    params: unknown,
+    nowMs: number,
+  ): RpcErrorObject | null {
+    const p = params as { action_id?: unknown; embodiment_id?: unknown } | undefined;
+    if (session === null || typeof p?.action_id !== 'string' || session.admitted.has(p.action_id))
+      return null;
+    const embodiment =
+      typeof p.embodiment_id === 'string'
+        ? p.embodiment_id
+        : session.limiters.size === 1
+          ? session.limiters.keys().next().value!
+          : undefined;
+    const limiter = embodiment === undefined ? undefined : session.limiters.get(embodiment);
+    if (limiter === undefined) return null;
+    const clock = sessionClock(session, nowMs);
+    const decision = limiter.check(clock);
+    if (!decision.ok) {
+      return awpError('AWP_ENVELOPE_EXCEEDED', {
+        detail: 'max_action_rate_hz',
+        retryable: true,
+        retry_after_ms: decision.retry_after_ms,
+      });
+    }
+    if (clock !== undefined) limiter.forwarded(requestKey, clock);
+    this.submits.set(requestKey, { action_id: p.action_id, embodiment: embodiment! });
+    return null;
+  }
+
+  /** The world answered a submission: `result` when admitted, undefined when refused. */
+  answered(session: RelaySession | null, requestKey: string, result: unknown): void {
+    const submit = this.submits.get(requestKey);
+    if (submit === undefined || session === null) return;
+    this.submits.delete(requestKey);
+    const admitted = result !== undefined;
+    if (admitted) session.admitted.add(submit.action_id);
+    const received = (result as { received_ts_mono_ns?: unknown } | undefined)?.received_ts_mono_ns;
+    session.limiters
+      .get(submit.embodiment)
+      ?.answered(
+        requestKey,
+        admitted,
+        session.record.mode === 'lockstep' && typeof received === 'number' ? received : undefined,
+      );
+  }
+}
+
+/** The session clock as the edge knows it: real time in streaming, the world's stamps in lockstep. */
+function sessionClock(session: RelaySession, nowMs: number): number | undefined {
+  if (session.record.mode === 'streaming') return Math.round(nowMs * 1e6);
+  return session.simNowUncertain ? undefined : session.simNow;
+}
+
+/** Lockstep: follows the simulated clock in what the world stamps (AWP-TIM-013). */
+export function observeSimClock(session: RelaySession | null, params: unknown): void {
+  if (session === null || session.record.mode !== 'lockstep') return;
+  const ts = (params as { ts_mono_ns?: unknown } | undefined)?.ts_mono_ns;
+  if (typeof ts === 'number' && (session.simNow === undefined || ts > session.simNow)) {
+    session.simNow = ts;
+    session.simNowUncertain = false;
+  }
 }

@@ -13,75 +13,10 @@ import { awpError, edgeError, EDGE_ERROR_CODES, type RpcErrorObject } from '../p
 import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
 import { errorText, parseMessage, type JsonRpcId, type ParsedMessage } from '../protocol/jsonrpc.js';
 import type { RelaySessionRecord } from '../store/session-store.js';
-import type { JournalEntry } from './journal.js';
 import { RelaySession, type StreamEndpoint } from './relay-session.js';
 import { channelTable, grantedChannels, type ManifestChannels } from './channels.js';
-import { limitersFor } from '../policy/admission.js';
-
-/** What the relay needs from its route (world). */
-export interface RelayRoute {
-  readonly name: string;
-  /** Cached `initialize` results by the agent's params, so sessionless connections need no upstream. */
-  manifestFor(paramsKey: string): string | undefined;
-  rememberManifest(paramsKey: string, resultJson: string): void;
-  /** The world may have restarted: cached manifests are no longer trusted. */
-  forgetManifests(): void;
-  /** The edge's own stream endpoints for a session, given the world's (inline always last). */
-  edgeEndpoints(world: readonly StreamEndpoint[]): StreamEndpoint[];
-  mintToken(): string;
-  /** Whether a token could have been minted by this edge's session store (else: AWP_SESSION_UNKNOWN). */
-  ownsToken(token: string): boolean;
-  /** Whether observer sessions are served by the edge's hub rather than relayed one to one. */
-  readonly fanOutObservers: boolean;
-  /**
-   * Whether this connection may start a session now: undefined, or the error to answer with (an
-   * unreachable shared store, the credential's session budget).
-   */
-  admitSession(): RpcErrorObject | undefined;
-  /**
-   * This connection authenticated as an approver (deployment-configured, AWP-APR-005): it receives
-   * `safety.approval_requested` and may answer `safety.approval.respond`; agents may do neither.
-   */
-  readonly approver: boolean;
-}
-
-export type RelayEffect =
-  | { kind: 'to-agent'; text: string; frame?: FrameRoute }
-  | { kind: 'to-upstream'; text: string; frame?: FrameRoute }
-  | { kind: 'dial-upstream' }
-  | { kind: 'close-agent'; code: number; reason: string }
-  | { kind: 'close-upstream'; code: number; reason: string }
-  | { kind: 'lookup-session'; token: string; id: JsonRpcId; last_status_seq: number }
-  /** An observer session.open: the connection now belongs to the route's hub (the relay is done). */
-  | {
-      kind: 'observer-open';
-      id: JsonRpcId;
-      params: Record<string, unknown>;
-      initialize: Record<string, unknown> | undefined;
-    }
-  /** A new session: store it durably before any later `to-agent` effect is written. */
-  | { kind: 'session-created'; session: RelaySession }
-  | { kind: 'session-attached'; session: RelaySession }
-  | { kind: 'session-detached'; session: RelaySession; reason: string }
-  | { kind: 'session-ended'; session: RelaySession; reason: string }
-  | { kind: 'journal-append'; session: RelaySession; entries: JournalEntry[] }
-  | { kind: 'journal-ack'; session: RelaySession; status_seq: number }
-  | { kind: 'rpc-done'; method: string; sent_at: number; outcome: 'ok' | 'error' }
-  | { kind: 'resumed'; session: RelaySession; replayed: number }
-  | { kind: 'rejected'; reason: string }
-  | { kind: 'dropped'; what: string; detail: string };
-
-/** How an inline frame is scheduled (latest-wins frames may be replaced while the socket is busy), and what it is. */
-export interface FrameRoute {
-  readonly channel_id: number;
-  readonly latest_wins: boolean;
-  /** The channel's name, for metric labels ('unknown' if the grant does not list it). */
-  readonly channel: string;
-  readonly ts_mono_ns: number;
-  readonly ts_send_ns: number | undefined;
-  /** The channel's granted rate, if any. */
-  readonly rate_hz: number | null;
-}
+import type { FrameRoute, RelayEffect, RelayRoute } from './relay-effects.js';
+import { AdmissionGate, limitersFor, observeSimClock } from '../policy/admission.js';
 
 type UpstreamState = 'none' | 'dialing' | 'handshake' | 'ready' | 'closed';
 
@@ -120,6 +55,7 @@ export class RelayConnection {
   private delivered = 0;
   private ended = false;
   private out: RelayEffect[] = [];
+  private readonly admission = new AdmissionGate();
 
   constructor(private readonly route: RelayRoute) {}
 
@@ -390,83 +326,13 @@ export class RelayConnection {
     );
   }
 
-  /**
-   * The edge's admission check (AWP-ENV-004); false when it answered the submission itself. Identical
-   * resubmissions of an admitted action are the world's to answer and are never counted.
-   */
+  /** The edge's admission check (AWP-ENV-004); false when it answered the submission itself. */
   private admit(id: JsonRpcId, params: unknown, now: number): boolean {
-    const session = this.owned();
-    const p = params as { action_id?: unknown; embodiment_id?: unknown } | undefined;
-    if (session === null || typeof p?.action_id !== 'string' || session.admitted.has(p.action_id))
-      return true;
-    const embodiment =
-      typeof p.embodiment_id === 'string'
-        ? p.embodiment_id
-        : session.limiters.size === 1
-          ? session.limiters.keys().next().value!
-          : undefined;
-    const limiter = embodiment === undefined ? undefined : session.limiters.get(embodiment);
-    if (limiter === undefined) return true;
-    const clock = this.sessionClock(session, now);
-    const decision = limiter.check(clock);
-    if (!decision.ok) {
-      this.toAgent(
-        errorText(
-          id,
-          awpError('AWP_ENVELOPE_EXCEEDED', {
-            detail: 'max_action_rate_hz',
-            retryable: true,
-            retry_after_ms: decision.retry_after_ms,
-          }),
-        ),
-      );
-      this.emit({ kind: 'rejected', reason: 'max_action_rate_hz' });
-      return false;
-    }
-    if (clock !== undefined) limiter.forwarded(key(id), clock);
-    this.submits.set(key(id), { action_id: p.action_id, embodiment: embodiment! });
-    return true;
-  }
-
-  /** Submissions in flight, for the limiter's accounting when the world answers. */
-  private readonly submits = new Map<string, { action_id: string; embodiment: string }>();
-
-  /** The session clock as the edge knows it: real time in streaming, the world's stamps in lockstep. */
-  private sessionClock(session: RelaySession, now: number): number | undefined {
-    if (session.record.mode === 'streaming') return Math.round(now * 1e6);
-    return session.simNowUncertain ? undefined : session.simNow;
-  }
-
-  private submitAnswered(id: JsonRpcId, msg: Extract<ParsedMessage, { kind: 'result' | 'error' }>): void {
-    const k = key(id);
-    const submit = this.submits.get(k);
-    if (submit === undefined) return;
-    this.submits.delete(k);
-    const session = this.session;
-    if (session === null) return;
-    const admitted = msg.kind === 'result';
-    if (admitted) session.admitted.add(submit.action_id);
-    const received = admitted
-      ? (msg.result as { received_ts_mono_ns?: unknown }).received_ts_mono_ns
-      : undefined;
-    session.limiters
-      .get(submit.embodiment)
-      ?.answered(
-        k,
-        admitted,
-        session.record.mode === 'lockstep' && typeof received === 'number' ? received : undefined,
-      );
-  }
-
-  /** Lockstep: follow the simulated clock in what the world stamps (AWP-TIM-013). */
-  private observeClock(params: unknown): void {
-    const session = this.session;
-    if (session === null || session.record.mode !== 'lockstep') return;
-    const ts = (params as { ts_mono_ns?: unknown } | undefined)?.ts_mono_ns;
-    if (typeof ts === 'number' && (session.simNow === undefined || ts > session.simNow)) {
-      session.simNow = ts;
-      session.simNowUncertain = false;
-    }
+    const refusal = this.admission.check(this.owned(), key(id), params, now);
+    if (refusal === null) return true;
+    this.toAgent(errorText(id, refusal));
+    this.emit({ kind: 'rejected', reason: 'max_action_rate_hz' });
+    return false;
   }
 
   /** Answers a session.open/resume the edge cannot take now (store unreachable, session budget spent). */
@@ -647,9 +513,9 @@ export class RelayConnection {
       case 'session.resume':
         return this.sessionResumed(msg, text, req.resume!);
       case 'action.submit':
-        this.submitAnswered(msg.id, msg);
+        this.admission.answered(this.session, k, msg.kind === 'result' ? msg.result : undefined);
         if (msg.kind === 'result') {
-          this.observeClock(msg.result);
+          observeSimClock(this.session, msg.result);
           this.resultTransition(msg.result);
         }
         this.toAgent(text);
@@ -660,7 +526,7 @@ export class RelayConnection {
         return;
       case 'world.tick':
         // The simulated clock moved by an amount the edge cannot see yet.
-        if (msg.kind === 'result' && this.session !== null) this.session.simNowUncertain = true;
+        if (msg.kind === 'result' && this.session !== null) this.session.simNowUncertain = true; // AWP-TIM-013
         this.toAgent(text);
         return;
       case 'session.close':
@@ -816,7 +682,7 @@ export class RelayConnection {
   }
 
   private upstreamNotification(method: string, params: unknown, text: string): void {
-    this.observeClock(params);
+    observeSimClock(this.session, params);
     switch (method) {
       case 'obs.frame':
         this.toAgent(text, this.frameRoute(params));

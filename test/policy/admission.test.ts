@@ -1,6 +1,7 @@
 /** AWP-ENV-004 through the relay core, on a virtual clock. */
 import { describe, expect, it } from 'vitest';
-import { RelayConnection, type RelayEffect, type RelayRoute } from '../../src/relay/relay-connection.js';
+import { RelayConnection } from '../../src/relay/relay-connection.js';
+import type { RelayEffect, RelayRoute } from '../../src/relay/relay-effects.js';
 import { TokenMint } from '../../src/relay/tokens.js';
 
 const manifest = (mode: 'streaming' | 'lockstep') => ({

@@ -1,6 +1,7 @@
 /** The relay state machine, driven deterministically without sockets. */
 import { describe, expect, it } from 'vitest';
-import { RelayConnection, type RelayEffect, type RelayRoute } from '../../src/relay/relay-connection.js';
+import { RelayConnection } from '../../src/relay/relay-connection.js';
+import type { RelayEffect, RelayRoute } from '../../src/relay/relay-effects.js';
 import type { RelaySession } from '../../src/relay/relay-session.js';
 import { TokenMint } from '../../src/relay/tokens.js';
 
