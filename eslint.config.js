@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.venv/', 'results/', 'coverage/'] },
+  { ignores: ['dist/', 'node_modules/', '.venv/', 'results/', 'coverage/', '.cache/'] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

@@ -299,7 +299,7 @@ export class Edge {
       protocol: 'awp',
       open: (conn) => {
         metrics.agentConnections.labels(route.name, 'stream').inc();
-        const frames = new FrameMetrics(metrics, route.name, 'ws', 'world_to_agent', this.ctx.now);
+        const frames = FrameMetrics.for(metrics, route.name, 'ws', 'world_to_agent', this.ctx.now);
         const sink = new WsStreamSink(conn, t.high_water_bytes, t.max_queued_bytes, frames);
         hub.attachStream(session, sink);
         return {
@@ -390,7 +390,7 @@ function hubContext(
   now: () => number,
 ): Omit<HubContext, 'retired'> {
   // Observers' inline frames: forward latency is measured to their control connections.
-  const frames = new FrameMetrics(metrics, route.name, 'inline', 'world_to_agent', now);
+  const frames = FrameMetrics.for(metrics, route.name, 'inline', 'world_to_agent', now);
   return {
     route: route.name,
     upstreamUrl: route.config.upstream,

@@ -45,8 +45,8 @@ export class RelayDriver implements ConnectionHandlers {
       route.forConnection(publicBase, budget, approverCredential !== undefined),
     );
     const t = ctx.config.transport;
-    this.frames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'world_to_agent', ctx.now);
-    this.commandFrames = new FrameMetrics(ctx.metrics, route.name, 'inline', 'agent_to_world', ctx.now);
+    this.frames = FrameMetrics.for(ctx.metrics, route.name, 'inline', 'world_to_agent', ctx.now);
+    this.commandFrames = FrameMetrics.for(ctx.metrics, route.name, 'inline', 'agent_to_world', ctx.now);
     this.agentOut = new Outbox(agent, t.high_water_bytes, t.max_queued_bytes, this.frames);
     ctx.connections.add(this);
     ctx.metrics.agentConnections.labels(route.name, 'control').inc();

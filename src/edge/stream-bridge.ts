@@ -41,8 +41,8 @@ export class StreamBridge {
     private readonly binding: string,
   ) {
     const route = session.record.route;
-    this.toAgentMetrics = new FrameMetrics(ctx.metrics, route, binding, 'world_to_agent', ctx.now);
-    this.toWorldMetrics = new FrameMetrics(ctx.metrics, route, binding, 'agent_to_world', ctx.now);
+    this.toAgentMetrics = FrameMetrics.for(ctx.metrics, route, binding, 'world_to_agent', ctx.now);
+    this.toWorldMetrics = FrameMetrics.for(ctx.metrics, route, binding, 'agent_to_world', ctx.now);
   }
 
   /** Dials the world's stream endpoint before the agent's side is accepted (a failure refuses it). */

@@ -142,7 +142,7 @@ function observerStream(
     accept: true,
     open: (wt) => {
       counted(ctx, route, wt);
-      const frames = new FrameMetrics(ctx.metrics, route.name, 'webtransport', 'world_to_agent', ctx.now);
+      const frames = FrameMetrics.for(ctx.metrics, route.name, 'webtransport', 'world_to_agent', ctx.now);
       const sink = new WebTransportStreamSink(wt, t.high_water_bytes, t.max_queued_bytes, frames);
       wt.closed.then(
         () => hub.streamLost(session, sink),

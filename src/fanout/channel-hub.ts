@@ -14,6 +14,7 @@ import { HubUpstream, type ChannelDecl, type HubUpstreamEffect, type UpstreamGra
 import { KeyframeCache, type HubFrame } from './keyframe-cache.js';
 import { ObserverSession, type ObserverConnection, type ObserverHost } from './observer-session.js';
 import type { StreamSink, SubscribedChannel } from './subscriber.js';
+import type { FrameNote } from './outbox.js';
 
 type HubFrameMetrics = Pick<FrameMetrics, 'count' | 'observeAge' | 'received' | 'written' | 'replaced'>;
 
@@ -223,7 +224,8 @@ export class ChannelHub {
 
   private startChannel(observer: ObserverSession, channel_id: number): void {
     const now = this.ctx.now();
-    for (const f of this.cache.startFor(channel_id)) this.offer(observer, f, now, true);
+    const note = { received_at: now, channel: this.names.get(channel_id) ?? 'unknown' };
+    for (const f of this.cache.startFor(channel_id)) this.offer(observer, f, note, true);
   }
 
   private ended(observer: ObserverSession): void {
@@ -434,14 +436,15 @@ export class ChannelHub {
     );
     const subs = this.byChannel.get(frame.channel_id);
     if (subs === undefined) return;
-    for (const o of subs) this.offer(o, frame, now, false);
+    const note = { received_at: now, channel }; // one per frame, shared by every subscriber
+    for (const o of subs) this.offer(o, frame, note, false);
   }
 
-  private offer(o: ObserverSession, frame: HubFrame, now: number, start: boolean): void {
+  private offer(o: ObserverSession, frame: HubFrame, note: FrameNote, start: boolean): void {
     const sub = o.sub;
     if (sub === null) return;
-    const channel = this.names.get(frame.channel_id) ?? 'unknown';
-    const outcome = sub.deliver(frame, { received_at: now, channel }, start);
+    const { channel, received_at: now } = note;
+    const outcome = sub.deliver(frame, note, start);
     switch (outcome) {
       case 'forwarded':
         o.firstActivity(now);

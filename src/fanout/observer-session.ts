@@ -475,11 +475,12 @@ export class ObserverSession {
     const window_ms = Math.max(1, Math.round(now - this.lastTelemetry));
     this.lastTelemetry = now;
     const channels: Record<string, unknown> = {};
-    for (const [id, stats] of this.sub?.takeTelemetry() ?? []) {
+    const taken = this.sub?.takeTelemetry();
+    for (const [id, stats] of taken?.channels ?? []) {
       if (stats !== undefined) channels[String(id)] = stats;
     }
     // Over every observation frame sent in the window, all channels together (AWP-TIM-006).
-    const all = this.sub?.takeOverall();
+    const all = taken?.overall;
     this.send(
       JSON.stringify({
         jsonrpc: '2.0',

@@ -8,7 +8,7 @@ import { Outbox, type FrameNote, type OutboxObserver, type Sink } from './outbox
 import { FLAG_KEYFRAME } from '../protocol/frame.js';
 import { asResync, inlineText, type HubFrame } from './keyframe-cache.js';
 import { RateGate } from './rate-gate.js';
-import { LatencyWindow } from './latency-window.js';
+import { LatencyWindow, summarise, type LatencyStats } from './latency-window.js';
 
 export interface SubscribedChannel {
   readonly name: string;
@@ -53,8 +53,6 @@ export class Subscriber {
   /** Whether a stream connection ever carried this session's channels (then never inline again, AWP-TRN-012). */
   private streamed = false;
   readonly control: Outbox;
-  /** Every channel's pipeline samples together (the telemetry's overall figure). */
-  private readonly pipeline = new LatencyWindow();
 
   constructor(controlSink: Sink, highWaterBytes: number, maxQueuedBytes: number, observer?: OutboxObserver) {
     this.control = new Outbox(controlSink, highWaterBytes, maxQueuedBytes, observer);
@@ -170,7 +168,6 @@ export class Subscriber {
     c.lastSeq = frame.seq;
     if (frame.ts_send_ns !== undefined) {
       c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
-      this.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
     }
     if (this.stream !== null) {
       return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
@@ -185,16 +182,19 @@ export class Subscriber {
     return this.stream !== null ? (this.stream.holds?.(channel_id) ?? false) : this.control.holds(channel_id);
   }
 
-  /** Pipeline latency of what this observer received in the window, by channel id (AWP-TIM-006). */
-  /** Pipeline latency over every frame this observer received in the window, all channels together. */
-  takeOverall(): ReturnType<LatencyWindow['take']> {
-    return this.pipeline.take();
-  }
-
-  takeTelemetry(): Map<number, ReturnType<LatencyWindow['take']>> {
-    const out = new Map<number, ReturnType<LatencyWindow['take']>>();
-    for (const [id, c] of this.channels) out.set(id, c.pipeline.take());
-    return out;
+  /**
+   * Pipeline latency of what this observer received in the window (AWP-TIM-006): by channel id, and over
+   * every channel together.
+   */
+  takeTelemetry(): { overall: LatencyStats | undefined; channels: Map<number, LatencyStats | undefined> } {
+    const all: number[] = [];
+    const channels = new Map<number, LatencyStats | undefined>();
+    for (const [id, c] of this.channels) {
+      const v = c.pipeline.drain();
+      for (const x of v) all.push(x);
+      channels.set(id, summarise(v));
+    }
+    return { overall: summarise(all), channels };
   }
 
   closeStream(code: number, reason: string): void {

@@ -2,33 +2,84 @@ import type { Counter, Histogram } from 'prom-client';
 import type { FrameNote, OutboxObserver } from '../fanout/outbox.js';
 import type { Direction, EdgeMetrics, FrameOutcome } from './metrics.js';
 
-interface Children {
-  forwarded: Counter.Internal;
-  forwardedBytes: Counter.Internal;
-  latency: Histogram.Internal<string>;
+/** Above this many writes per second on a channel, forward latency is sampled uniformly. */
+const LATENCY_OBSERVATIONS_PER_SECOND = 1000;
+
+interface Tally {
+  n: number;
+  bytes: number;
+  readonly counters: { n: Counter.Internal; bytes: Counter.Internal };
+}
+
+interface Latency {
+  readonly histogram: Histogram.Internal<string>;
+  /** Observe one write in `stride`; adapted once a second to the channel's write rate. */
+  stride: number;
+  writes: number;
+  windowStart: number;
+  windowWrites: number;
 }
 
 /**
- * Per-channel frame metrics for one route, binding and direction, with label children cached so the
- * frame path does no label hashing.
+ * Per-channel frame metrics for one route, binding and direction, shared by every connection that
+ * has them. The frame path only adds to plain numbers: counts are folded into prom-client when
+ * Prometheus scrapes, and forward latency is sampled on busy channels, so a frame written to many
+ * subscribers costs no label hashing and at most a few histogram observations a millisecond.
  */
 export class FrameMetrics implements OutboxObserver {
-  private readonly byChannel = new Map<string, Children>();
-  private readonly outcomes = new Map<string, { n: Counter.Internal; bytes: Counter.Internal }>();
+  private readonly tallies = new Map<string, Tally>();
+  private readonly latencies = new Map<string, Latency>();
 
-  constructor(
+  private constructor(
     private readonly metrics: EdgeMetrics,
     private readonly route: string,
     private readonly binding: string,
     private readonly direction: Direction,
     private readonly now: () => number,
-  ) {}
+  ) {
+    metrics.beforeScrape.add(() => this.flush());
+  }
+
+  /** The shared instance for a route, binding and direction. */
+  static for(
+    metrics: EdgeMetrics,
+    route: string,
+    binding: string,
+    direction: Direction,
+    now: () => number,
+  ): FrameMetrics {
+    let byKey = shared.get(metrics);
+    if (byKey === undefined) shared.set(metrics, (byKey = new Map<string, FrameMetrics>()));
+    const key = `${route}\u0000${binding}\u0000${direction}`;
+    let m = byKey.get(key);
+    if (m === undefined) byKey.set(key, (m = new FrameMetrics(metrics, route, binding, direction, now)));
+    return m;
+  }
 
   written(note: FrameNote, bytes: number): void {
-    const c = this.children(note.channel);
-    c.forwarded.inc();
-    c.forwardedBytes.inc(bytes);
-    c.latency.observe((this.now() - note.received_at) / 1000);
+    this.count(note.channel, 'forwarded', bytes);
+    let l = this.latencies.get(note.channel);
+    if (l === undefined) {
+      l = {
+        histogram: this.metrics.forwardLatency.labels(this.route, note.channel, this.binding),
+        stride: 1,
+        writes: 0,
+        windowStart: this.now(),
+        windowWrites: 0,
+      };
+      this.latencies.set(note.channel, l);
+    }
+    l.windowWrites++;
+    if (++l.writes >= l.stride) {
+      l.writes = 0;
+      const now = this.now();
+      l.histogram.observe((now - note.received_at) / 1000);
+      if (now - l.windowStart >= 1000) {
+        l.stride = Math.max(1, Math.ceil(l.windowWrites / LATENCY_OBSERVATIONS_PER_SECOND));
+        l.windowStart = now;
+        l.windowWrites = 0;
+      }
+    }
   }
 
   replaced(note: FrameNote, bytes: number): void {
@@ -37,14 +88,18 @@ export class FrameMetrics implements OutboxObserver {
 
   count(channel: string, outcome: FrameOutcome, bytes: number): void {
     const key = `${channel}\u0000${outcome}`;
-    let c = this.outcomes.get(key);
-    if (c === undefined) {
+    let t = this.tallies.get(key);
+    if (t === undefined) {
       const labels = { route: this.route, channel, direction: this.direction, outcome };
-      c = { n: this.metrics.frames.labels(labels), bytes: this.metrics.frameBytes.labels(labels) };
-      this.outcomes.set(key, c);
+      t = {
+        n: 0,
+        bytes: 0,
+        counters: { n: this.metrics.frames.labels(labels), bytes: this.metrics.frameBytes.labels(labels) },
+      };
+      this.tallies.set(key, t);
     }
-    c.n.inc();
-    c.bytes.inc(bytes);
+    t.n++;
+    t.bytes += bytes;
   }
 
   /** A frame the edge received from a world (before fan-out or drops). */
@@ -67,17 +122,16 @@ export class FrameMetrics implements OutboxObserver {
     }
   }
 
-  private children(channel: string): Children {
-    let c = this.byChannel.get(channel);
-    if (c === undefined) {
-      const labels = { route: this.route, channel, direction: this.direction, outcome: 'forwarded' };
-      c = {
-        forwarded: this.metrics.frames.labels(labels),
-        forwardedBytes: this.metrics.frameBytes.labels(labels),
-        latency: this.metrics.forwardLatency.labels(this.route, channel, this.binding),
-      };
-      this.byChannel.set(channel, c);
+  /** Folds the counts into prom-client (before each scrape). */
+  flush(): void {
+    for (const t of this.tallies.values()) {
+      if (t.n === 0) continue;
+      t.counters.n.inc(t.n);
+      t.counters.bytes.inc(t.bytes);
+      t.n = 0;
+      t.bytes = 0;
     }
-    return c;
   }
 }
+
+const shared = new WeakMap<EdgeMetrics, Map<string, FrameMetrics>>();

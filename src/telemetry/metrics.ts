@@ -122,11 +122,15 @@ export class EdgeMetrics {
     registers: [this.registry],
   });
 
+  /** Run before each scrape: folds counts kept on the frame path into the metrics. */
+  readonly beforeScrape = new Set<() => void>();
+
   constructor(options: { defaults?: boolean } = {}) {
     if (options.defaults !== false) collectDefaultMetrics({ register: this.registry, prefix: 'awp_edge_' });
   }
 
   async exposition(): Promise<{ contentType: string; body: string }> {
+    for (const f of this.beforeScrape) f();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 }

@@ -1,0 +1,211 @@
+/**
+ * One fan-out measurement: a frame source (the demo arm world, alone or behind an edge, or the raw uWS
+ * broadcast), N observers on load generators, a warm-up, then a window in which the generators record
+ * deliveries and latency while the server's, the world's and the generators' CPU and RSS are sampled.
+ */
+import type { Child } from './child.js';
+import { sleep, type BenchContext } from './context.js';
+import { Generators, type GeneratorLoad, type GroupSummary } from './generators.js';
+import { ProcSampler, type ProcSummary } from './procstat.js';
+import {
+  BENCH_TOKEN,
+  startEdge,
+  startRawBroadcast,
+  startWorld,
+  type World,
+  type WorldOptions,
+} from './setup.js';
+
+/** edge-*: the world behind the edge on that engine; world: observers on the world itself; raw-uws: uWS publish. */
+export type Target = 'edge-ws' | 'edge-uws' | 'world' | 'raw-uws';
+export type ChannelName = 'proprio' | 'camera';
+
+export interface Workload {
+  readonly proprioHz: number;
+  readonly cameraHz: number;
+  /** Camera frames are width x height bytes (mono8). */
+  readonly cameraWidth: number;
+  readonly cameraHeight: number;
+  /** Channels the observers subscribe (the raw broadcast publishes the same). */
+  readonly channels: readonly ChannelName[];
+}
+
+export interface CaseOptions {
+  readonly target: Target;
+  readonly observers: number;
+  readonly warmupS: number;
+  readonly durationS: number;
+  readonly workload: Workload;
+  /** Observers per generator process. */
+  readonly perGenerator: number;
+  /** Share of observers whose stream connection stops reading (TCP level) before the window. */
+  readonly stallFraction?: number;
+  readonly world?: WorldOptions;
+}
+
+export interface CaseResult {
+  readonly target: Target;
+  readonly observers: number;
+  /** Frames per second the source offers all observers together (N x channel rates). */
+  readonly offered_fps: number;
+  readonly opened: number;
+  readonly open_failures: number;
+  readonly open_errors?: string[];
+  readonly setup_ms: { open: number; subscribe: number };
+  readonly healthy: GroupSummary;
+  readonly stalled?: GroupSummary;
+  /** Healthy observers' delivered / offered (healthy share of the offer). */
+  readonly delivered_ratio: number;
+  /** Delivered payload+header bytes per second (healthy observers). */
+  readonly delivered_mib_s: number;
+  /** The process serving the observers (edge, world, or raw broadcast). */
+  readonly server: ProcSummary & { cpu_us_per_frame: number };
+  /** The world behind the edge (edge targets). */
+  readonly world?: ProcSummary;
+  /** The edge's event-loop delay over the window (edge targets); a string if the edge did not answer. */
+  readonly edge_loop_delay_ms?: LoopDelay | string;
+  readonly generators: readonly (GeneratorLoad & { rss_mib_max: number })[];
+  readonly generator_saturated: boolean;
+}
+
+export interface LoopDelay {
+  readonly samples: number;
+  readonly p50_ms: number;
+  readonly p99_ms: number;
+  readonly max_ms: number;
+}
+
+/** The demo arm world's proprio payload at rest (what the raw broadcast sends in its place). */
+const PROPRIO_PAYLOAD_BYTES = JSON.stringify({ p_m: [0, 0, 0.4], v_mps: [0, 0, 0] }).length;
+
+/** Both channels of the fan-out workload, for direct obs.subscribe calls. */
+export const SUBSCRIBE_ALL = [{ channel: 'proprio' }, { channel: 'camera' }];
+
+export function offeredPerObserver(w: Workload): number {
+  return (
+    (w.channels.includes('proprio') ? w.proprioHz : 0) + (w.channels.includes('camera') ? w.cameraHz : 0)
+  );
+}
+
+export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseResult> {
+  const n = o.observers;
+  const w = o.workload;
+  const fds = n * 2 + 256;
+  const started: Child[] = [];
+  let gens: Generators | undefined;
+  try {
+    let source: World;
+    let serverPid: number;
+    let url: string;
+    let worldPid: number | undefined;
+    let edgeChild: Child | undefined;
+    if (o.target === 'raw-uws') {
+      const channels = [];
+      if (w.channels.includes('proprio'))
+        channels.push({ channel_id: 1, rate_hz: w.proprioHz, payload_bytes: PROPRIO_PAYLOAD_BYTES });
+      if (w.channels.includes('camera'))
+        channels.push({ channel_id: 2, rate_hz: w.cameraHz, payload_bytes: w.cameraWidth * w.cameraHeight });
+      source = await startRawBroadcast(ctx.runtime, channels, fds);
+      started.push(source.child);
+      serverPid = source.child.pid;
+      url = source.url;
+    } else {
+      source = await startWorld(
+        ctx.runtime,
+        {
+          proprioHz: w.proprioHz,
+          cameraHz: w.cameraHz,
+          cameraWidth: w.cameraWidth,
+          cameraHeight: w.cameraHeight,
+          ...o.world,
+        },
+        fds,
+      );
+      started.push(source.child);
+      if (o.target === 'world') {
+        serverPid = source.child.pid;
+        url = source.url;
+      } else {
+        const edge = await startEdge(ctx.runtime, {
+          engine: o.target === 'edge-uws' ? 'uws' : 'ws',
+          upstream: source.url,
+          nofile: fds,
+        });
+        started.push(edge.child);
+        edgeChild = edge.child;
+        serverPid = edge.child.pid;
+        worldPid = source.child.pid;
+        url = edge.url;
+      }
+    }
+    gens = await Generators.start(ctx.runtime, Math.max(1, Math.ceil(n / o.perGenerator)), fds);
+    const opened = await gens.open(n, {
+      mode: o.target === 'raw-uws' ? 'raw' : 'awp',
+      url,
+      credential: BENCH_TOKEN,
+      origin: source.origin,
+      channelNames: { 1: 'proprio', 2: 'camera' },
+    });
+    const subscribeMs =
+      o.target === 'raw-uws' ? 0 : await gens.subscribe(w.channels.map((channel) => ({ channel })));
+    const stalled = Math.round(n * (o.stallFraction ?? 0));
+    if (stalled > 0) await gens.stall(stalled);
+    await sleep(o.warmupS * 1000);
+    const sampler = new ProcSampler({
+      server: serverPid,
+      ...(worldPid !== undefined ? { world: worldPid } : {}),
+      ...gens.pids,
+    });
+    sampler.begin();
+    await edgeChild?.request('loop-reset', {}, 15_000).catch(() => undefined);
+    await gens.begin();
+    await sleep(o.durationS * 1000);
+    const m = await gens.end();
+    const procs = sampler.end();
+    // A saturated edge may not read its IPC channel for many seconds: that is itself the finding.
+    const loop =
+      edgeChild === undefined
+        ? undefined
+        : await edgeChild.request<LoopDelay & Record<string, unknown>>('loop', {}, 15_000).catch(() => null);
+    const perObserver = offeredPerObserver(w);
+    const delivered = m.healthy.delivered_fps + (stalled > 0 ? m.stalled.delivered_fps : 0);
+    const bytes = Object.values(m.healthy.channels).reduce((a, c) => a + c.fps * c.frame_bytes, 0);
+    const server = procs.server!;
+    return {
+      target: o.target,
+      observers: n,
+      offered_fps: n * perObserver,
+      opened: opened.opened,
+      open_failures: opened.failed,
+      ...(opened.errors.length > 0 ? { open_errors: opened.errors } : {}),
+      setup_ms: { open: opened.open_ms, subscribe: subscribeMs },
+      healthy: m.healthy,
+      ...(stalled > 0 ? { stalled: m.stalled } : {}),
+      delivered_ratio: Math.round((m.healthy.delivered_fps / ((n - stalled) * perObserver)) * 1000) / 1000,
+      delivered_mib_s: Math.round((bytes / 2 ** 20) * 10) / 10,
+      server: {
+        ...server,
+        cpu_us_per_frame: delivered > 0 ? Math.round(((server.cpu_pct * 1e4) / delivered) * 100) / 100 : NaN,
+      },
+      ...(loop !== undefined
+        ? {
+            edge_loop_delay_ms:
+              loop === null
+                ? 'no answer within 15 s'
+                : loop.samples === 0
+                  ? 'no sample: no timer ran during the window'
+                  : { p50_ms: loop.p50_ms, p99_ms: loop.p99_ms, max_ms: loop.max_ms, samples: loop.samples },
+          }
+        : {}),
+      ...(worldPid !== undefined ? { world: procs.world! } : {}),
+      generators: m.generators.map((g, i) => ({
+        ...g,
+        rss_mib_max: procs[`generator_${i + 1}`]?.rss_mib_max ?? NaN,
+      })),
+      generator_saturated: m.generators.some((g) => g.saturated),
+    };
+  } finally {
+    await gens?.stop();
+    for (const c of started.reverse()) await c.stop();
+  }
+}
