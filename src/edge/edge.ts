@@ -13,7 +13,6 @@ import { EdgeMetrics } from '../telemetry/metrics.js';
 import { bearerCredential, credentialMatches, urlCarriesCredential } from '../transport/auth.js';
 import type { AgentServer, UpgradeOutcome, UpgradeRequest } from '../transport/engine.js';
 import { listenAgents } from '../transport/select-engine.js';
-import { DialError } from '../transport/upstream.js';
 import { startAdmin, type AdminServer } from './admin.js';
 import type { EdgeContext } from './context.js';
 import { RelayDriver } from './relay-driver.js';
@@ -181,8 +180,8 @@ export class Edge {
   }
 
   /** Decides an upgrade before any WebSocket exists: refusals are plain HTTP answers, counted and logged. */
-  private async upgrade(req: UpgradeRequest): Promise<UpgradeOutcome> {
-    const outcome = await this.decide(req);
+  private upgrade(req: UpgradeRequest): UpgradeOutcome {
+    const outcome = this.decide(req);
     if (!outcome.accept && 'reason' in outcome) {
       const r = outcome;
       this.ctx.metrics.rejections.labels(r.route, r.reason).inc();
@@ -197,7 +196,7 @@ export class Edge {
     return outcome;
   }
 
-  private async decide(req: UpgradeRequest): Promise<UpgradeOutcome | Refusal> {
+  private decide(req: UpgradeRequest): UpgradeOutcome | Refusal {
     if (urlCarriesCredential(req.query)) {
       return refuse(
         400,
@@ -242,11 +241,11 @@ export class Edge {
   }
 
   /** A stream connection: its credential is the session token the edge minted (AWP-TRN-013). */
-  private async openStream(
+  private openStream(
     route: RouteRuntime,
     index: number,
     token: string | undefined,
-  ): Promise<UpgradeOutcome | Refusal> {
+  ): UpgradeOutcome | Refusal {
     if (token === undefined) return refuse(401, 'stream_unauthorized', 'missing session token', route);
     const observer = route.observer(token);
     if (observer !== undefined) return this.openObserverStream(route, observer.hub, observer.session, index);
@@ -262,19 +261,13 @@ export class Edge {
     const endpoint = session.upstreamEndpoints[index];
     if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string')
       return refuse(404, 'no_route', 'no such stream endpoint', route);
-    try {
-      const relay = await StreamRelay.open(this.ctx, session, endpoint.url);
-      return { accept: true, protocol: 'awp', open: (conn) => relay.attach(conn, this.ctx) };
-    } catch (err) {
-      const detail = err instanceof DialError ? err.message : String(err);
-      this.ctx.metrics.upstreamFailures.labels(route.name, 'stream', 'unreachable').inc();
-      return refuse(
-        502,
-        'stream_unavailable',
-        `the world's stream endpoint is unavailable: ${detail}`,
-        route,
-      );
-    }
+    const relay = StreamRelay.open(this.ctx, session, endpoint.url);
+    return {
+      accept: true,
+      protocol: 'awp',
+      open: (conn) => relay.attach(conn, this.ctx),
+      abandon: () => relay.abandon(),
+    };
   }
 
   /** An observer's stream connection, served by its hub: frames only, from the edge to the observer. */

@@ -23,38 +23,51 @@ export interface AgentStreamSink {
 
 export class StreamBridge {
   private agent: AgentStreamSink | null = null;
-  private world!: UpstreamConnection;
-  private worldOut!: Outbox;
+  /** The world's side, once dialled; until then command frames wait in `worldOut`. */
+  private world: UpstreamConnection | null = null;
+  private readonly worldOut: Outbox;
   private readonly early: Buffer[] = [];
   private earlyBytes = 0;
   private readonly header = createFrameHeader();
   private readonly pacer = new CommandPacer<Buffer>();
   private pacerTimer: NodeJS.Timeout | undefined;
-  private unbind: () => void = () => undefined;
+  private readonly unbind: () => void;
   private ended = false;
+  /** Settles when the world's stream endpoint answers: resolved when connected, rejected with a DialError. */
+  readonly ready: Promise<void>;
   readonly toAgentMetrics: FrameMetrics;
   readonly toWorldMetrics: FrameMetrics;
 
-  private constructor(
+  /**
+   * Starts dialling the world's stream endpoint with the world's session token. The agent's side may be
+   * accepted at once (its command frames wait, bounded, until the world answers) or after `ready`.
+   */
+  constructor(
     private readonly ctx: EdgeContext,
     private readonly session: RelaySession,
+    url: string,
     private readonly binding: string,
   ) {
     const route = session.record.route;
+    const c = ctx.config;
     this.toAgentMetrics = FrameMetrics.for(ctx.metrics, route, binding, 'world_to_agent', ctx.now);
     this.toWorldMetrics = FrameMetrics.for(ctx.metrics, route, binding, 'agent_to_world', ctx.now);
-  }
-
-  /** Dials the world's stream endpoint before the agent's side is accepted (a failure refuses it). */
-  static async open(
-    ctx: EdgeContext,
-    session: RelaySession,
-    url: string,
-    binding: string,
-  ): Promise<StreamBridge> {
-    const bridge = new StreamBridge(ctx, session, binding);
-    const c = ctx.config;
-    bridge.world = await dialUpstream(
+    const worldBuffered = () => (this.world === null ? Infinity : this.world.bufferedAmount);
+    this.worldOut = new Outbox(
+      {
+        send: (data, binary) => this.world?.send(data, binary),
+        // Not dialled yet: everything waits here (latest-wins frames replaced, the rest bounded).
+        get bufferedAmount() {
+          return worldBuffered();
+        },
+      },
+      c.transport.high_water_bytes,
+      c.transport.max_queued_bytes,
+      this.toWorldMetrics,
+    );
+    // The session's control connection ending (or suspending) ends its streams too (AWP-TRN-008).
+    this.unbind = ctx.registry.bind(session.token, { terminate: (code, reason) => this.end(code, reason) });
+    this.ready = dialUpstream(
       {
         url,
         credential: session.record.upstream_token,
@@ -63,23 +76,24 @@ export class StreamBridge {
         pingIntervalMs: c.timing.hop_ping_interval_ms,
       },
       {
-        message: (data, binary) => bridge.fromWorld(data, binary),
-        drain: () => bridge.worldOut.drain(),
-        close: () => bridge.end(1001, 'world stream connection closed'),
+        message: (data, binary) => this.fromWorld(data, binary),
+        drain: () => this.worldOut.drain(),
+        close: () => this.end(1001, 'world stream connection closed'),
+      },
+    ).then(
+      (world) => {
+        if (this.ended) return world.close(1000, 'agent side of the stream closed');
+        this.world = world;
+        ctx.metrics.upstreamConnections.labels(route, 'stream').inc();
+        this.worldOut.drain();
+      },
+      (err: unknown) => {
+        ctx.metrics.upstreamFailures.labels(route, 'stream', 'unreachable').inc();
+        this.end(1014, 'world stream endpoint unavailable', String(err));
+        throw err;
       },
     );
-    bridge.worldOut = new Outbox(
-      bridge.world,
-      c.transport.high_water_bytes,
-      c.transport.max_queued_bytes,
-      bridge.toWorldMetrics,
-    );
-    // The session's control connection ending (or suspending) ends its streams too (AWP-TRN-008).
-    bridge.unbind = ctx.registry.bind(session.token, {
-      terminate: (code, reason) => bridge.end(code, reason),
-    });
-    ctx.metrics.upstreamConnections.labels(bridge.route, 'stream').inc();
-    return bridge;
+    this.ready.catch(() => undefined); // the failure is handled above; awaiting `ready` is optional
   }
 
   get done(): boolean {
@@ -153,7 +167,7 @@ export class StreamBridge {
     if (!binary || !this.valid(data as Buffer)) {
       // The world broke the stream: it is closed on both hops; the agent may reconnect (AWP-TRN-010).
       this.toAgentMetrics.count('unknown', 'malformed', data.length);
-      this.world.close(1002, MALFORMED);
+      this.world?.close(1002, MALFORMED);
       return this.end(1014, 'world sent a malformed frame');
     }
     const buf = data as Buffer;
@@ -231,9 +245,11 @@ export class StreamBridge {
         detail,
       });
     }
-    this.ctx.metrics.upstreamConnections.labels(this.route, 'stream').dec();
-    this.worldOut.flushAll();
-    this.world.close(code === 1002 ? 1000 : 1001, 'agent side of the stream closed');
+    if (this.world !== null) {
+      this.ctx.metrics.upstreamConnections.labels(this.route, 'stream').dec();
+      this.worldOut.flushAll();
+      this.world.close(code === 1002 ? 1000 : 1001, 'agent side of the stream closed');
+    }
     if (this.agent !== null) {
       this.ctx.metrics.agentConnections.labels(this.route, 'stream').dec();
       this.agent.close(code, reason);

@@ -13,9 +13,13 @@ export class StreamRelay implements ConnectionHandlers {
 
   private constructor(private readonly bridge: StreamBridge) {}
 
-  /** Dials the world's stream endpoint before the agent's upgrade completes (a failure is an HTTP 502). */
-  static async open(ctx: EdgeContext, session: RelaySession, url: string): Promise<StreamRelay> {
-    return new StreamRelay(await StreamBridge.open(ctx, session, url, 'ws'));
+  /**
+   * Accepts at once and dials the world's stream endpoint meanwhile (a failure closes the agent's side
+   * with 1014): deciding an upgrade synchronously keeps uWebSockets.js on its synchronous upgrade path,
+   * which an asynchronous upgrade in this release can close right after open (uNetworking/uWebSockets#1928).
+   */
+  static open(ctx: EdgeContext, session: RelaySession, url: string): StreamRelay {
+    return new StreamRelay(new StreamBridge(ctx, session, url, 'ws'));
   }
 
   /** The agent's side is up. */
@@ -32,6 +36,11 @@ export class StreamRelay implements ConnectionHandlers {
       },
     });
     return this;
+  }
+
+  /** The agent left before its upgrade completed. */
+  abandon(): void {
+    this.bridge.agentGone('agent left before its stream connection opened');
   }
 
   message(data: string | Uint8Array, binary: boolean): void {

@@ -30,11 +30,9 @@ export class WebTransportRelay {
     url: string,
     maxFrameBytes: number,
   ): Promise<WebTransportRelay> {
-    return new WebTransportRelay(
-      ctx,
-      await StreamBridge.open(ctx, session, url, 'webtransport'),
-      maxFrameBytes,
-    );
+    const bridge = new StreamBridge(ctx, session, url, 'webtransport');
+    await bridge.ready;
+    return new WebTransportRelay(ctx, bridge, maxFrameBytes);
   }
 
   /** The agent's session is up: frames that arrived meanwhile go first. */

@@ -34,7 +34,13 @@ export interface UpgradeRequest {
 }
 
 export type UpgradeOutcome =
-  | { accept: true; protocol: string; open: (conn: ServerConnection) => ConnectionHandlers }
+  | {
+      accept: true;
+      protocol: string;
+      open: (conn: ServerConnection) => ConnectionHandlers;
+      /** The client left before the upgrade completed: release what was set up for it. */
+      abandon?: () => void;
+    }
   | { accept: false; status: number; body: string };
 
 export interface EngineOptions {
@@ -44,6 +50,11 @@ export interface EngineOptions {
   readonly maxMessageBytes: number;
   /** WebSocket-level ping interval for hop liveness; a connection silent for two intervals is dropped. */
   readonly pingIntervalMs: number;
+  /**
+   * Decides an upgrade. Answer synchronously where possible: uWebSockets.js completes a synchronous
+   * upgrade on its own path, and an asynchronous one (corked, as it must be) can close the new socket
+   * right after open in this release (uNetworking/uWebSockets#1928).
+   */
   readonly upgrade: (req: UpgradeRequest) => Promise<UpgradeOutcome> | UpgradeOutcome;
   /** Serve wss:// with this certificate (PEM contents, and the files for engines that read files). */
   readonly tls?:

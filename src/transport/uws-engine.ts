@@ -73,15 +73,26 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
     sendPingsAutomatically: false,
 
     upgrade: (res, req, context) => {
-      const copied = copyUpgrade(res, req); // before any await: req dies with this call
-      const { request } = copied;
+      const copied = copyUpgrade(res, req); // req dies with this call
+      let decided: UpgradeOutcome | Promise<UpgradeOutcome>;
+      try {
+        decided = opts.upgrade(copied.request);
+      } catch (err) {
+        opts.onError?.(err);
+        refuse(res, 500, 'internal error\n');
+        return;
+      }
+      // Synchronous: answered inside this handler, which uWS has corked (its own upgrade path).
+      if (!(decided instanceof Promise)) return answer(res, decided, copied, context);
       let aborted = false;
       let answered = false;
       res.onAborted(() => (aborted = true));
-      void Promise.resolve()
-        .then(() => opts.upgrade(request))
+      void decided
         .then((outcome) => {
-          if (aborted || closing) return;
+          if (aborted || closing) {
+            if (outcome.accept) outcome.abandon?.();
+            return;
+          }
           res.cork(() => {
             answered = true;
             answer(res, outcome, copied, context);

@@ -40,7 +40,10 @@ export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
     void Promise.resolve()
       .then(() => opts.upgrade(request))
       .then((outcome) => {
-        if (socket.destroyed) return;
+        if (socket.destroyed) {
+          if (outcome.accept) outcome.abandon?.();
+          return;
+        }
         if (!outcome.accept) {
           refuse(socket, outcome.status, outcome.body);
           return;

@@ -105,7 +105,8 @@ function report(index: number, c: ObserverClient, stalls: boolean): ObserverRepo
         latencies,
         count: log?.count ?? 0,
         lastSeq: log?.lastSeq() ?? -1,
-        orderViolations: log?.orderViolations.length ?? 0,
+        orderViolations: log?.orderViolations ?? [],
+        crossedInFlight: log?.crossedInFlight ?? 0,
         unexplainedGaps: gaps,
         resyncs,
       };

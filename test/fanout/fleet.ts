@@ -26,7 +26,8 @@ export interface ChannelReport {
   readonly latencies: number[];
   readonly count: number;
   readonly lastSeq: number;
-  readonly orderViolations: number;
+  readonly orderViolations: readonly { prev: number; got: number; streamed: boolean }[];
+  readonly crossedInFlight: number;
   /** Seq gaps not followed by a resync keyframe (reliable channels must have none). */
   readonly unexplainedGaps: number;
   readonly resyncs: number;

@@ -53,7 +53,32 @@ export class ChannelLog {
   /** true: the stream connection; false: inline on the control connection. */
   readonly streamed: boolean[] = [];
   /** Frames whose seq did not exceed the previous one (AWP-DAT-001 violations). */
-  readonly orderViolations: { prev: number; got: number }[] = [];
+  readonly orderViolations: { prev: number; got: number; streamed: boolean }[] = [];
+  /**
+   * Inline frames the edge sent before the stream connection took the channel over, read after the
+   * stream's first frames: two connections, so the reader may see them in either order. Not violations.
+   */
+  crossedInFlight = 0;
+  private lastInline = -1;
+  private lastStreamed = -1;
+  private firstStreamed = Infinity;
+
+  /** Checks AWP-DAT-001 per connection, and that nothing went inline once the stream carried the channel. */
+  check(seq: number, streamed: boolean): void {
+    if (streamed) {
+      const prev = Math.max(this.lastStreamed, this.lastInline);
+      if (seq <= prev) this.orderViolations.push({ prev, got: seq, streamed });
+      this.lastStreamed = seq;
+      this.firstStreamed = Math.min(this.firstStreamed, seq);
+      return;
+    }
+    if (seq <= this.lastInline) this.orderViolations.push({ prev: this.lastInline, got: seq, streamed });
+    else if (seq <= this.lastStreamed) {
+      if (seq < this.firstStreamed) this.crossedInFlight++;
+      else this.orderViolations.push({ prev: this.lastStreamed, got: seq, streamed });
+    }
+    this.lastInline = seq;
+  }
 
   get count(): number {
     return this.seq.length;
@@ -371,8 +396,7 @@ export class ObserverClient {
   ): void {
     let log = this.channels.get(id);
     if (log === undefined) this.channels.set(id, (log = new ChannelLog()));
-    const prev = log.lastSeq();
-    if (seq <= prev) log.orderViolations.push({ prev, got: seq });
+    log.check(seq, streamed);
     log.seq.push(seq);
     log.ts.push(ts);
     log.tsSend.push(tsSend);
