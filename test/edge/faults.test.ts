@@ -150,6 +150,22 @@ describe('faults through the edge (demo worlds)', () => {
     expect((await agent.waitClosed()).code).toBe(1014);
     expect(performance.now() - started).toBeLessThan(3000);
   });
+
+  it("AWP-TRN-013 the world refuses a relay agent's stream connection: the agent's stream closes with 1014, its session goes on", async () => {
+    const { world, edge } = await armBehindEdge();
+    const { agent, ready } = await openArm(edge);
+    // The world's stream endpoint refuses the world's own token from now on (HTTP 401 to the edge's dial).
+    world.world.streamTokenValid = () => false;
+    const endpoint = (ready.stream_endpoints as { binding: string; url: string }[]).find(
+      (e) => e.binding === 'ws',
+    )!;
+    const stream = await AwpClient.connect(endpoint.url, { credential: ready.session_token as string });
+    expect(await stream.waitClosed()).toEqual({ code: 1014, reason: 'world stream endpoint unavailable' });
+    const metrics = await (await fetch(`${edge.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/awp_edge_upstream_failures_total\{[^}]*kind="stream"[^}]*\} 1/);
+    // The control session is untouched.
+    expect((await agent.ok('ping', { origin_ns: 5 })).origin_ns).toBe(5);
+  });
 });
 
 function range(from: number, to: number): number[] {
