@@ -27,6 +27,8 @@ export class RelayDriver implements ConnectionHandlers {
   private barrier: Promise<void> | null = null;
   private readonly waiting: RelayEffect[] = [];
   private agentGone = false;
+  /** Control messages waiting for a stream connection's dial (see message). */
+  private held: string[] = [];
   private readonly frames: FrameMetrics;
   private readonly commandFrames: FrameMetrics;
   /** Set once the connection carries an observer session: the hub's session takes its messages. */
@@ -83,7 +85,24 @@ export class RelayDriver implements ConnectionHandlers {
       this.agent.close(1003, 'control connection carries text messages only');
       return;
     }
+    const session = this.core.currentSession;
+    if (this.held.length > 0 || session?.dialling === true) {
+      // A stream connection of the session is being dialled: the world must see it first (RelaySession).
+      this.held.push(data as string);
+      if (this.held.length === 1) session?.afterStreamDials(() => this.releaseHeld());
+      return;
+    }
     this.run(this.core.fromAgent(data as string, this.ctx.now()));
+  }
+
+  /** Relays the control messages that waited for a stream dial, in order (all of them if the agent left). */
+  private releaseHeld(): void {
+    while (this.held.length > 0) {
+      const session = this.core.currentSession;
+      if (!this.agentGone && session?.dialling === true)
+        return session.afterStreamDials(() => this.releaseHeld());
+      this.run(this.core.fromAgent(this.held.shift()!, this.ctx.now()));
+    }
   }
 
   drain(): void {
@@ -93,6 +112,7 @@ export class RelayDriver implements ConnectionHandlers {
 
   close(): void {
     this.agentGone = true;
+    this.releaseHeld(); // what the agent sent before it left comes before its leaving
     clearTimeout(this.pacerTimer);
     this.budget.closeConnection();
     this.countSession(false);

@@ -67,6 +67,7 @@ export class StreamBridge {
     );
     // The session's control connection ending (or suspending) ends its streams too (AWP-TRN-008).
     this.unbind = ctx.registry.bind(session.token, { terminate: (code, reason) => this.end(code, reason) });
+    session.streamDialStarted();
     this.ready = dialUpstream(
       {
         url,
@@ -82,12 +83,14 @@ export class StreamBridge {
       },
     ).then(
       (world) => {
+        session.streamDialSettled();
         if (this.ended) return world.close(1000, 'agent side of the stream closed');
         this.world = world;
         ctx.metrics.upstreamConnections.labels(route, 'stream').inc();
         this.worldOut.drain();
       },
       (err: unknown) => {
+        session.streamDialSettled();
         ctx.metrics.upstreamFailures.labels(route, 'stream', 'unreachable').inc();
         this.end(1014, 'world stream endpoint unavailable', String(err));
         throw err;

@@ -46,12 +46,38 @@ export class RelaySession {
   fence = 1;
   /** Granted channels by channel_id (from session.ready and subscribe results). */
   channels = new Map<number, ChannelInfo>();
+  /** Stream connections of this session whose world side is still being dialled (see StreamBridge). */
+  private streamDials = 0;
+  private readonly dialWaiters: (() => void)[] = [];
 
   constructor(
     readonly record: RelaySessionRecord,
     journal?: ReplayJournal,
   ) {
     this.journal = journal ?? new ReplayJournal(record.agent_ack);
+  }
+
+  /**
+   * The agent's stream connection is up and the edge is dialling the world's side: control messages the
+   * agent sends meanwhile wait (`afterStreamDials`), so the world sees the stream before them, as the
+   * agent did (AWP-TRN-012: a tick sent after the stream opened has its frames on the stream).
+   */
+  streamDialStarted(): void {
+    this.streamDials++;
+  }
+
+  streamDialSettled(): void {
+    if (--this.streamDials > 0) return;
+    for (const w of this.dialWaiters.splice(0)) w();
+  }
+
+  get dialling(): boolean {
+    return this.streamDials > 0;
+  }
+
+  afterStreamDials(then: () => void): void {
+    if (this.streamDials === 0) then();
+    else this.dialWaiters.push(then);
   }
 
   static fromStored(stored: StoredSession): RelaySession {

@@ -1,4 +1,5 @@
 /** Relay-session requirements through the edge, in front of the real demo arm world. */
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startDemoWorld } from '../../src/demo/index.js';
 import { FLAG_KEYFRAME, FLAG_RESYNC, peekFrame } from '../../src/protocol/frame.js';
@@ -31,6 +32,33 @@ async function open(edge: TestEdge, params: Json = { embodiment: 'arm_01', mode:
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A TCP hop to 127.0.0.1:`port` that waits `delayMs` before connecting each client through. */
+async function delayingHop(port: number, delayMs: number): Promise<{ port: number; close: () => void }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    sockets.add(client);
+    client.pause();
+    setTimeout(() => {
+      const upstream = connect(port, '127.0.0.1', () => {
+        client.pipe(upstream).pipe(client);
+        client.resume();
+      });
+      sockets.add(upstream);
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+      client.on('close', () => upstream.destroy());
+    }, delayMs);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
+}
 
 describe('relay sessions through the edge (demo arm world)', () => {
   it('AWP-SAF-003 AWP-SAF-005 the edge never originates upstream: a quiet agent still trips the world watchdog', async () => {
@@ -117,6 +145,31 @@ describe('relay sessions through the edge (demo arm world)', () => {
       params: MOVE,
     });
     expect(admitted.action_id).toBe('a-2');
+  });
+
+  it('AWP-TRN-012 a lockstep tick sent right after the stream connection opens has its frame on the stream, none inline', async () => {
+    const { world, edge } = await setup({ kind: 'grid' });
+    // The world's stream endpoint answers slowly (a delaying TCP hop in front of it), as a busy world may.
+    const slow = await delayingHop(world.port, 150);
+    cleanups.push(() => slow.close());
+    (world.world.config as { streamUrl?: string }).streamUrl = `ws://127.0.0.1:${slow.port}/stream`;
+    const { agent, ready } = await open(edge, {
+      embodiment: 'avatar_0',
+      mode: 'lockstep',
+      subscribe: [{ channel: 'grid_view' }],
+    });
+    const ws = (ready.stream_endpoints as { binding: string; url: string }[]).find(
+      (e) => e.binding === 'ws',
+    )!;
+    const stream = await AwpClient.connect(ws.url, { credential: ready.session_token as string });
+    cleanups.push(() => stream.close());
+    // The edge accepted the agent's stream connection and is still dialling the world's: the tick waits,
+    // so the world sees its stream connection first, as the agent did.
+    const mark = agent.received.length;
+    const tick = typeof ready.tick === 'number' ? ready.tick : 0;
+    await agent.ok('world.tick', { expected_tick: tick });
+    await until(() => stream.binary.length > 0);
+    expect(agent.received.slice(mark).filter((m) => m.method === 'obs.frame')).toHaveLength(0);
   });
 
   it('AWP-TRN-012 AWP-TRN-010 AWP-TRN-008 the ws stream binding through the edge: resync first, no inline while down, resync after resume', async () => {
