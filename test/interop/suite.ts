@@ -40,7 +40,8 @@ export interface SuiteRun {
 }
 
 export function suiteArgs(o: SuiteOptions): string[] {
-  const args = ['world', o.url, '--fixture', o.fixture, '--out', o.outDir, '--token', o.token];
+  // `--token=<value>`: a token may begin with '-' (base64url), which argparse would take for an option.
+  const args = ['world', o.url, '--fixture', o.fixture, '--out', o.outDir, `--token=${o.token}`];
   for (const p of o.profiles ?? []) args.push('--profile', p);
   for (const m of o.modes ?? []) args.push('--mode', m);
   for (const t of o.only ?? []) args.push('--only', t);

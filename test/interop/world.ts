@@ -67,12 +67,12 @@ export function worldArgs(
   recordDir: string | undefined,
 ): string[] {
   const t = o.timers ?? CI_TIMERS;
-  const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--mode', o.mode, '--token', token];
+  const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--mode', o.mode, `--token=${token}`];
   args.push('--watchdog-ms', String(t.watchdogMs), '--heartbeat-ms', String(t.heartbeatMs));
   args.push('--reconnect-window-ms', String(t.reconnectWindowMs), '--audit-dir', auditDir);
   if (o.features !== undefined && o.features.length > 0) args.push('--features', o.features.join(','));
   if (o.streamBinding !== undefined) args.push('--stream-binding', o.streamBinding);
-  if (o.approverToken !== undefined) args.push('--approver-token', o.approverToken);
+  if (o.approverToken !== undefined) args.push(`--approver-token=${o.approverToken}`);
   if (o.approvalTimeoutMs !== undefined) args.push('--approval-timeout-ms', String(o.approvalTimeoutMs));
   if (recordDir !== undefined) args.push('--record-dir', recordDir);
   args.push(...(o.extraArgs ?? []));
