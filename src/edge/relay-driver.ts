@@ -12,9 +12,9 @@ import { redact } from '../telemetry/redact.js';
 import { dialUpstream, DialError, type UpstreamConnection } from '../transport/upstream.js';
 import { FencedError } from '../store/session-store.js';
 import { closeFor, type AgentBudget } from '../policy/budgets.js';
-import { CommandPacer } from '../policy/command-pacer.js';
 import type { ConnectionHandlers, ServerConnection } from '../transport/engine.js';
 import type { EdgeContext } from './context.js';
+import { PacedWriter } from './paced-writer.js';
 import type { ObserverSession } from '../fanout/observer-session.js';
 import type { RouteRuntime } from './route.js';
 
@@ -113,7 +113,7 @@ export class RelayDriver implements ConnectionHandlers {
   close(): void {
     this.agentGone = true;
     this.releaseHeld(); // what the agent sent before it left comes before its leaving
-    clearTimeout(this.pacerTimer);
+    this.paced.stop();
     this.budget.closeConnection();
     this.countSession(false);
     this.ctx.connections.delete(this);
@@ -130,26 +130,15 @@ export class RelayDriver implements ConnectionHandlers {
     }
   }
 
-  private readonly pacer = new CommandPacer<{ text: string; frame: FrameRoute }>();
-  private pacerTimer: NodeJS.Timeout | undefined;
-
-  /** Writes the waiting command frames whose slot has come, and sets a timer for the next one. */
-  private schedulePacer(): void {
-    if (this.pacerTimer !== undefined || this.agentGone) return;
-    const { frames, next } = this.pacer.due(this.ctx.now());
-    for (const f of frames) {
+  /** The agent's inline command frames on latest-wins channels, within their granted rate (AWP-DAT-003). */
+  private readonly paced = new PacedWriter<{ text: string; frame: FrameRoute }>(
+    () => this.ctx.now(),
+    (f) => {
       this.commandFrames.count(f.frame.channel, 'forwarded', f.text.length);
       this.toUpstream(f.text, f.frame);
-    }
-    if (next === undefined) return;
-    this.pacerTimer = setTimeout(
-      () => {
-        this.pacerTimer = undefined;
-        this.schedulePacer();
-      },
-      Math.max(0, next - this.ctx.now()),
-    );
-  }
+      return true;
+    },
+  );
 
   /** Whether this connection's session counts against its credential's session budget. */
   private counted = false;
@@ -210,9 +199,9 @@ export class RelayDriver implements ConnectionHandlers {
         const f = e.frame;
         if (f?.latest_wins === true && f.rate_hz !== null) {
           // The agent's command frames stay within the channel's granted rate, newest first (AWP-DAT-003).
-          const paced = this.pacer.offer(f.channel_id, f.rate_hz, ctx.now(), { text: e.text, frame: f });
+          const paced = this.paced.offer(f.channel_id, f.rate_hz, { text: e.text, frame: f });
           if (paced === 'replaced') this.commandFrames.count(f.channel, 'replaced', e.text.length);
-          if (paced !== 'send') return this.schedulePacer();
+          if (paced !== 'send') return;
           this.commandFrames.count(f.channel, 'forwarded', e.text.length);
         }
         this.toUpstream(e.text, f);

@@ -6,12 +6,12 @@
  * The agent side (a `ws` connection, a WebTransport session) is a small sink the binding supplies.
  */
 import { Outbox, type FrameNote, type PushOutcome } from '../fanout/outbox.js';
-import { CommandPacer } from '../policy/command-pacer.js';
 import { createFrameHeader, FrameError, peekFrame } from '../protocol/frame.js';
 import type { RelaySession } from '../relay/relay-session.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
 import type { EdgeContext } from './context.js';
+import { PacedWriter } from './paced-writer.js';
 
 export const MALFORMED = 'AWP_MALFORMED';
 
@@ -29,8 +29,7 @@ export class StreamBridge {
   private readonly early: Buffer[] = [];
   private earlyBytes = 0;
   private readonly header = createFrameHeader();
-  private readonly pacer = new CommandPacer<Buffer>();
-  private pacerTimer: NodeJS.Timeout | undefined;
+  private readonly paced: PacedWriter<Buffer>;
   private readonly unbind: () => void;
   private ended = false;
   /** Settles when the world's stream endpoint answers: resolved when connected, rejected with a DialError. */
@@ -52,6 +51,7 @@ export class StreamBridge {
     const c = ctx.config;
     this.toAgentMetrics = FrameMetrics.for(ctx.metrics, route, binding, 'world_to_agent', ctx.now);
     this.toWorldMetrics = FrameMetrics.for(ctx.metrics, route, binding, 'agent_to_world', ctx.now);
+    this.paced = new PacedWriter(ctx.now, (buf) => this.toWorld(buf, peekFrame(buf, this.header).channel_id));
     const worldBuffered = () => (this.world === null ? Infinity : this.world.bufferedAmount);
     this.worldOut = new Outbox(
       {
@@ -129,12 +129,9 @@ export class StreamBridge {
     const rate = channel === undefined ? null : (this.session.channels.get(channel)?.rate_hz ?? null);
     if (channel !== undefined && rate !== null) {
       // Command frames within the channel's granted rate, the oldest waiting one dropped first.
-      const paced = this.pacer.offer(channel, rate, this.ctx.now(), buf);
+      const paced = this.paced.offer(channel, rate, buf);
       if (paced === 'replaced') this.toWorldMetrics.count(this.channel(), 'replaced', buf.length);
-      if (paced !== 'send') {
-        this.schedulePacer();
-        return true;
-      }
+      if (paced !== 'send') return true;
     }
     return this.toWorld(buf, channel);
   }
@@ -146,21 +143,6 @@ export class StreamBridge {
       return false;
     }
     return true;
-  }
-
-  /** Writes the waiting command frames whose slot has come, and sets a timer for the next one. */
-  private schedulePacer(): void {
-    if (this.pacerTimer !== undefined || this.ended) return;
-    const { frames, next } = this.pacer.due(this.ctx.now());
-    for (const buf of frames) if (!this.toWorld(buf, peekFrame(buf, this.header).channel_id)) return;
-    if (next === undefined) return;
-    this.pacerTimer = setTimeout(
-      () => {
-        this.pacerTimer = undefined;
-        this.schedulePacer();
-      },
-      Math.max(0, next - this.ctx.now()),
-    );
   }
 
   // ---------------------------------------------------------------- world -> agent
@@ -237,7 +219,7 @@ export class StreamBridge {
   end(code: number, reason: string, detail?: string): void {
     if (this.ended) return;
     this.ended = true;
-    clearTimeout(this.pacerTimer);
+    this.paced.stop();
     this.unbind();
     if (detail !== undefined) {
       this.ctx.log.info({
