@@ -10,7 +10,8 @@ import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { createFrameHeader, decodeFrame, encodeFrame, peekFrame } from '../src/protocol/frame.js';
+import { createFrameHeader, decodeFrame, peekFrame } from '../src/protocol/frame.js';
+import { encodeFrame } from '../src/protocol/frame-encode.js';
 import type { Frame } from '../src/protocol/frame.js';
 
 export interface OpResult {

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- NAME...] [--full] [--duration S] [--node24] [--tsx] [--out FILE]`
+ * `npm run bench [-- NAME...] [--full] [--duration S] [--node24] [--tsx] [--record] [--out FILE]`
  *
  * Runs every benchmark scenario, or the ones named, each printing one JSON summary on stdout (progress on
  * stderr), then the machine, the issue's targets checked against the figures, and (with --out) the whole
@@ -8,7 +8,8 @@
  * uWebSockets.js-capable runtime of `.ci/runtimes.sh` when present (see bench/lib/runtime.ts), running
  * code compiled by tsc as production does (bench/lib/build.ts; --tsx runs the sources through tsx).
  *
- * Scenarios: fanout, relay, slow-consumers, http, memory, frame-peek.
+ * Scenarios: fanout, relay, slow-consumers, http, memory, frame-peek, tiers (edges in front of edges).
+ * `fanout --record` runs the fan-out case with the flight recorder off and on instead (fanout-record).
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -21,10 +22,13 @@ import type { BenchContext } from './lib/context.js';
 import { resolveRuntime, type Runtime } from './lib/runtime.js';
 import { checkTargets } from './lib/targets.js';
 import { runFanout } from './scenarios/fanout.js';
+import { runFanoutRecord } from './scenarios/fanout-record.js';
 import { runHttp } from './scenarios/http.js';
 import { runMemory } from './scenarios/memory.js';
+import { runOverload } from './scenarios/overload.js';
 import { runRelay } from './scenarios/relay.js';
 import { runSlowConsumers } from './scenarios/slow-consumers.js';
+import { runTiers } from './scenarios/tiers.js';
 
 type Scenario = (ctx: BenchContext) => Promise<unknown>;
 
@@ -50,12 +54,17 @@ const framePeek: Scenario = (ctx) =>
 
 const SCENARIOS: Record<string, Scenario> = {
   fanout: runFanout,
+  'fanout-record': runFanoutRecord,
   relay: runRelay,
   'slow-consumers': runSlowConsumers,
   http: runHttp,
   memory: runMemory,
   'frame-peek': framePeek,
+  overload: runOverload,
+  tiers: runTiers,
 };
+/** Scenarios a run without names leaves out (long; run by name: `npm run bench -- overload [--node24]`). */
+const NAMED_ONLY = new Set(['overload', 'fanout-record']);
 
 function machine(rt: Runtime): Record<string, unknown> {
   let model = cpus()[0]?.model ?? 'unknown';
@@ -89,6 +98,7 @@ async function main(): Promise<void> {
       node24: { type: 'boolean', default: false },
       tsx: { type: 'boolean', default: false },
       out: { type: 'string' },
+      record: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
@@ -96,12 +106,15 @@ async function main(): Promise<void> {
   if (values.help || unknown.length > 0) {
     if (unknown.length > 0) console.error(`unknown scenario(s): ${unknown.join(', ')}`);
     console.error(
-      `usage: npm run bench [-- ${Object.keys(SCENARIOS).join('|')} ...] [--full] [--duration S] [--node24] [--tsx] [--out FILE]`,
+      `usage: npm run bench [-- ${Object.keys(SCENARIOS).join('|')} ...] [--full] [--duration S] [--node24] [--tsx] [--record] [--out FILE]`,
     );
     process.exitCode = values.help ? 0 : 2;
     return;
   }
-  const names = positionals.length > 0 ? positionals : Object.keys(SCENARIOS);
+  const chosen =
+    positionals.length > 0 ? positionals : Object.keys(SCENARIOS).filter((n) => !NAMED_ONLY.has(n));
+  // --record: the fan-out scenario measures the flight recorder's cost (recording off and on).
+  const names = values.record ? chosen.map((n) => (n === 'fanout' ? 'fanout-record' : n)) : chosen;
   process.stderr.write(
     values.tsx
       ? 'processes run the sources through tsx\n'

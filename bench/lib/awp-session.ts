@@ -22,6 +22,8 @@ export class AwpSession {
   /** Notifications received (counted, not kept). */
   notifications = 0;
   closedCode: number | null = null;
+  /** Told of every ping the peer (the world, or the edge for an observer) sends, at its receipt. */
+  onPing: ((at: bigint) => void) | undefined;
   private nextId = 1;
   private readonly waiting = new Map<
     number,
@@ -45,6 +47,7 @@ export class AwpSession {
     const at = process.hrtime.bigint();
     const msg = JSON.parse(text) as Json;
     if (msg.method === 'ping' && msg.id !== undefined) {
+      this.onPing?.(at);
       const t = Number(at % 1_000_000_000_000n);
       const origin = (msg.params as Json | undefined)?.origin_ns;
       this.control.sendText(

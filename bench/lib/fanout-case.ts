@@ -41,6 +41,26 @@ export interface CaseOptions {
   /** Share of observers whose stream connection stops reading (TCP level) before the window. */
   readonly stallFraction?: number;
   readonly world?: WorldOptions;
+  /** Something measured beside the observers in the same window (the overload scenario's probe). */
+  readonly probe?: CaseProbe;
+  /** Per-request timeout of the observers' obs.subscribe (default: the session's 15 s). */
+  readonly subscribeTimeoutMs?: number;
+  /** Count observers whose obs.subscribe fails (the edge dropped or did not answer them) instead of failing. */
+  readonly subscribeTolerant?: boolean;
+  /** edge-*: the route's flight recorder (`record:`, bench/scenarios/fanout-record.ts). */
+  readonly record?: Record<string, unknown>;
+}
+
+export interface CaseProbe {
+  /**
+   * After the observers opened, before they subscribe (so that an overloaded edge cannot keep the probe
+   * from opening): `url` is the route the observers use.
+   */
+  ready(url: string, origin: string): Promise<void>;
+  /** At the window's start, right after the generators'. */
+  begin(): Promise<void>;
+  /** At the window's end, right before the generators'; its answer becomes the result's `probe`. */
+  end(): Promise<Record<string, unknown>>;
 }
 
 export interface CaseResult {
@@ -52,6 +72,8 @@ export interface CaseResult {
   readonly open_failures: number;
   readonly open_errors?: string[];
   readonly setup_ms: { open: number; subscribe: number };
+  /** Observers whose obs.subscribe failed (with `subscribeTolerant`). */
+  readonly subscribe_failures?: number;
   readonly healthy: GroupSummary;
   readonly stalled?: GroupSummary;
   /** Healthy observers' delivered / offered (healthy share of the offer). */
@@ -66,6 +88,7 @@ export interface CaseResult {
   readonly edge_loop_delay_ms?: LoopDelay | string;
   readonly generators: readonly (GeneratorLoad & { rss_mib_max: number })[];
   readonly generator_saturated: boolean;
+  readonly probe?: Record<string, unknown>;
 }
 
 export interface LoopDelay {
@@ -73,6 +96,8 @@ export interface LoopDelay {
   readonly p50_ms: number;
   readonly p99_ms: number;
   readonly max_ms: number;
+  /** Event-loop utilisation over the window (busy share of wall time: above CPU share = waiting for a CPU). */
+  readonly elu?: number;
 }
 
 /** The demo arm world's proprio payload at rest (what the raw broadcast sends in its place). */
@@ -130,6 +155,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
           engine: o.target === 'edge-uws' ? 'uws' : 'ws',
           upstream: source.url,
           nofile: fds,
+          ...(o.record !== undefined && { record: o.record }),
         });
         started.push(edge.child);
         edgeChild = edge.child;
@@ -146,8 +172,15 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
       origin: source.origin,
       channelNames: { 1: 'proprio', 2: 'camera' },
     });
-    const subscribeMs =
-      o.target === 'raw-uws' ? 0 : await gens.subscribe(w.channels.map((channel) => ({ channel })));
+    await o.probe?.ready(url, source.origin);
+    const subscribed =
+      o.target === 'raw-uws'
+        ? { ms: 0, failed: 0 }
+        : await gens.subscribeCounting(
+            w.channels.map((channel) => ({ channel })),
+            o.subscribeTimeoutMs,
+            o.subscribeTolerant === true,
+          );
     const stalled = Math.round(n * (o.stallFraction ?? 0));
     if (stalled > 0) await gens.stall(stalled);
     await sleep(o.warmupS * 1000);
@@ -159,7 +192,9 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
     sampler.begin();
     await edgeChild?.request('loop-reset', {}, 15_000).catch(() => undefined);
     await gens.begin();
+    await o.probe?.begin();
     await sleep(o.durationS * 1000);
+    const probe = await o.probe?.end();
     const m = await gens.end();
     const procs = sampler.end();
     // A saturated edge may not read its IPC channel for many seconds: that is itself the finding.
@@ -178,7 +213,8 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
       opened: opened.opened,
       open_failures: opened.failed,
       ...(opened.errors.length > 0 ? { open_errors: opened.errors } : {}),
-      setup_ms: { open: opened.open_ms, subscribe: subscribeMs },
+      setup_ms: { open: opened.open_ms, subscribe: subscribed.ms },
+      ...(subscribed.failed > 0 ? { subscribe_failures: subscribed.failed } : {}),
       healthy: m.healthy,
       ...(stalled > 0 ? { stalled: m.stalled } : {}),
       delivered_ratio: Math.round((m.healthy.delivered_fps / ((n - stalled) * perObserver)) * 1000) / 1000,
@@ -194,7 +230,13 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
                 ? 'no answer within 15 s'
                 : loop.samples === 0
                   ? 'no sample: no timer ran during the window'
-                  : { p50_ms: loop.p50_ms, p99_ms: loop.p99_ms, max_ms: loop.max_ms, samples: loop.samples },
+                  : {
+                      p50_ms: loop.p50_ms,
+                      p99_ms: loop.p99_ms,
+                      max_ms: loop.max_ms,
+                      samples: loop.samples,
+                      elu: loop.elu,
+                    },
           }
         : {}),
       ...(worldPid !== undefined ? { world: procs.world! } : {}),
@@ -203,6 +245,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
         rss_mib_max: procs[`generator_${i + 1}`]?.rss_mib_max ?? NaN,
       })),
       generator_saturated: m.generators.some((g) => g.saturated),
+      ...(probe !== undefined ? { probe } : {}),
     };
   } finally {
     await gens?.stop();

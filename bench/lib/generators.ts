@@ -100,11 +100,29 @@ export class Generators {
   }
 
   /** Subscribes every awp observer to `channels` (obs.subscribe). */
-  async subscribe(channels: readonly { channel: string; rate_hz?: number }[]): Promise<number> {
+  async subscribe(
+    channels: readonly { channel: string; rate_hz?: number }[],
+    timeoutMs?: number,
+  ): Promise<number> {
+    return (await this.subscribeCounting(channels, timeoutMs, false)).ms;
+  }
+
+  /** `tolerant`: sessions whose obs.subscribe fails are counted instead of failing the call. */
+  async subscribeCounting(
+    channels: readonly { channel: string; rate_hz?: number }[],
+    timeoutMs: number | undefined,
+    tolerant: boolean,
+  ): Promise<{ ms: number; failed: number }> {
     const r = await Promise.all(
-      this.children.map((c) => c.request<{ subscribe_ms: number }>('subscribe', { channels }, 600_000)),
+      this.children.map((c) =>
+        c.request<{ subscribe_ms: number; failed: number }>(
+          'subscribe',
+          { channels, timeoutMs, tolerant },
+          600_000,
+        ),
+      ),
     );
-    return Math.max(...r.map((x) => x.subscribe_ms));
+    return { ms: Math.max(...r.map((x) => x.subscribe_ms)), failed: r.reduce((a, x) => a + x.failed, 0) };
   }
 
   /** Stalls `total` observers' stream connections, spread evenly. */

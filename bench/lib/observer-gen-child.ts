@@ -175,16 +175,21 @@ async function subscribe(m: Message): Promise<Record<string, unknown>> {
   const batch = (m.batch as number | undefined) ?? 50;
   const t0 = performance.now();
   const sessions = observers.map((o) => o.session).filter((s): s is AwpSession => s !== null);
+  let failed = 0;
   for (let i = 0; i < sessions.length; i += batch) {
-    await Promise.all(
+    const results = await Promise.allSettled(
       sessions.slice(i, i + batch).map(async (s) => {
-        const r = await s.ok('obs.subscribe', { channels });
+        const r = await s.ok('obs.subscribe', { channels }, m.timeoutMs as number | undefined);
         for (const g of (r.granted ?? []) as { channel: string; channel_id: number }[])
           names.set(g.channel_id, g.channel);
       }),
     );
+    const refused = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    // `tolerant` (the overload scenario): an edge that drops or does not answer is the finding, counted.
+    if (refused !== undefined && m.tolerant !== true) throw refused.reason;
+    failed += results.filter((r) => r.status === 'rejected').length;
   }
-  return { subscribed: sessions.length, subscribe_ms: Math.round(performance.now() - t0) };
+  return { subscribed: sessions.length - failed, failed, subscribe_ms: Math.round(performance.now() - t0) };
 }
 
 serve(

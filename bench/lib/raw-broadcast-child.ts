@@ -5,7 +5,8 @@
  * ts_send_ns at publish time on a session clock whose origin is in the hello, as world-child.ts does).
  * argv[2]: JSON { channels: [{channel_id, rate_hz, payload_bytes}], maxBackpressure?, stepMs? }.
  */
-import { encodeFrame, FLAG_KEYFRAME } from '../../src/protocol/frame.js';
+import { FLAG_KEYFRAME } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { loadUws } from '../../src/transport/uws-load.js';
 import { memoryAfterGc, serve } from './ipc.js';
 

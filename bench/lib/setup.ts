@@ -62,6 +62,8 @@ export interface EdgeOptions {
   readonly nofile?: number;
   readonly exposeGc?: boolean;
   readonly extra?: Record<string, unknown>;
+  /** The route's flight recorder (`record:`), off when absent. */
+  readonly record?: Record<string, unknown>;
 }
 
 /** Extra node flags for a kind of process, e.g. AWP_BENCH_EDGE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof". */
@@ -85,6 +87,7 @@ export async function startEdge(rt: Runtime, o: EdgeOptions): Promise<Edge> {
         upstream: o.upstream,
         observers: o.observers ?? 'fanout',
         hub_linger_ms: 60_000,
+        ...(o.record !== undefined && { record: o.record }),
       },
     ],
     ...o.extra,

@@ -19,7 +19,14 @@ const world = await startDemoWorld({ kind: 'arm', host: '127.0.0.1', port: 0, ..
 serve(
   {
     memory: memoryAfterGc,
-    sessions: () => ({ sessions: world.world.sessions.size, connections: world.world.conns.size }),
+    sessions: () => ({
+      sessions: world.world.sessions.size,
+      connections: world.world.conns.size,
+      /** Observer sessions (no embodiment) not closed: what the world serves observers with. */
+      observers: [...world.world.sessions.values()].filter(
+        (s) => s.embodiment === null && s.state !== 'closed',
+      ).length,
+    }),
     close: async () => {
       await world.close();
       return {};

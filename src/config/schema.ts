@@ -1,9 +1,25 @@
-/** The validated configuration the edge runs on (see load.ts for the file format and its checks). */
+/**
+ * The validated configuration the edge runs on. The file's shape, ranges and defaults are declared once in
+ * edge-schema.ts; these are the loaded forms (addresses parsed, credentials read, certificates loaded).
+ */
+import type {
+  EdgeFile,
+  RouteFile,
+  TimingFile,
+  TransportFile,
+  DrainFile,
+  MetricsFile,
+  ViewerFile,
+  CredentialFilesFile,
+} from './edge-schema.js';
+import type { ListenAddress } from './address.js';
+import type { TlsConfig } from './certificates.js';
+import type { RecordConfig } from './record.js';
 
-export interface ListenAddress {
-  readonly host: string;
-  readonly port: number;
-}
+export type { ListenAddress } from './address.js';
+export type { TlsConfig } from './certificates.js';
+export type { BudgetConfig } from '../policy/budgets.js';
+import type { BudgetConfig } from '../policy/budgets.js';
 
 export interface RouteConfig {
   /** A short name for logs and metric labels. */
@@ -16,10 +32,10 @@ export interface RouteConfig {
   readonly upstream_token?: string | undefined;
   /** Credentials accepted from agents on this route. */
   readonly agent_tokens: readonly string[];
-  /** Accept agents without a credential (only allowed when listening on loopback). */
+  /** Accept agents without a credential (only allowed when listening on loopback, with allowed_origins). */
   readonly allow_anonymous: boolean;
   /** Observer sessions: served by the edge from one upstream session ('fanout'), or relayed one to one. */
-  readonly observers: 'fanout' | 'relay';
+  readonly observers: RouteFile['observers'];
   /** How long an observer hub keeps its upstream session after the last observer left. */
   readonly hub_linger_ms: number;
   /**
@@ -27,61 +43,39 @@ export interface RouteConfig {
    * credential upstream, so the world authorises the approver itself, never the edge's credential.
    */
   readonly approver_tokens: readonly string[];
+  /**
+   * Origins a browser upgrade may come from, normalised (`scheme://host[:port]`, lower case, default port
+   * dropped), or "*". Empty: only same-origin browser upgrades. Requests without `Origin` are unaffected.
+   */
+  readonly allowed_origins: readonly string[];
+  /** The flight recorder (issue 14): this route's sessions recorded as AWP audit-log files; absent: off. */
+  readonly record?: RecordConfig | undefined;
 }
 
-export interface TimingConfig {
-  /** WebSocket-level ping interval on each hop; a hop silent for two intervals is lost. */
-  readonly hop_ping_interval_ms: number;
-  readonly upstream_connect_timeout_ms: number;
-}
-
-export interface TransportConfig {
-  readonly max_message_bytes: number;
-  /** Write to a socket while the engine holds fewer bytes than this. */
-  readonly high_water_bytes: number;
-  /** Control messages and reliable frames queued for one peer beyond this close its connection. */
-  readonly max_queued_bytes: number;
-}
+export type TimingConfig = Readonly<TimingFile>;
+export type TransportConfig = Readonly<TransportFile>;
+export type DrainConfig = Readonly<DrainFile>;
+export type MetricsConfig = Readonly<MetricsFile>;
+/** The live viewer page on the agent listener (`enabled` defaults to false). */
+export type ViewerConfig = Readonly<ViewerFile>;
+/** Re-reading credential files while the edge runs: on SIGHUP, and on change unless `watch` is false. */
+export type CredentialFilesConfig = Readonly<CredentialFilesFile>;
 
 export type StoreConfig =
   { readonly kind: 'memory' } | { readonly kind: 'redis'; readonly url: string; readonly key_prefix: string };
 
-export interface DrainConfig {
-  /** On SIGTERM, agents are closed (1001) spread over this window with full jitter, then the process exits. */
-  readonly window_ms: number;
-}
-
 /** The WebTransport listener (HTTP/3 where the native transport is installed, HTTP/2 otherwise). */
-/** A certificate and its key: the file names, and their PEM contents read when the config was loaded. */
-export interface TlsConfig {
-  readonly cert_file: string;
-  readonly key_file: string;
-  readonly cert: string;
-  readonly key: string;
-}
-
 export interface WebTransportConfig extends TlsConfig {
   readonly listen: ListenAddress;
 }
-
-export type { BudgetConfig } from '../policy/budgets.js';
-import type { BudgetConfig } from '../policy/budgets.js';
-
-export const DEFAULT_BUDGETS: BudgetConfig = {
-  max_connections: 64,
-  max_sessions: 32,
-  max_messages_per_second: 2_000,
-  max_bytes_per_second: 64 * 1024 * 1024,
-  max_message_bytes: 32 * 1024 * 1024,
-};
 
 export interface EdgeConfig {
   readonly listen: ListenAddress;
   readonly admin: ListenAddress;
   /** Base URL agents reach the edge at (for stream endpoints); default: from the request's Host header. */
   readonly public_url?: string | undefined;
-  readonly engine: 'auto' | 'uws' | 'ws';
-  readonly log_level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  readonly engine: EdgeFile['engine'];
+  readonly log_level: EdgeFile['log_level'];
   readonly routes: readonly RouteConfig[];
   readonly timing: TimingConfig;
   readonly transport: TransportConfig;
@@ -93,15 +87,14 @@ export interface EdgeConfig {
   readonly webtransport?: WebTransportConfig | undefined;
   /** Operator budgets, per agent credential. */
   readonly budgets: BudgetConfig;
+  readonly viewer: ViewerConfig;
+  /** /metrics options; absent: the defaults (process metrics under their standard names). */
+  readonly metrics?: MetricsConfig | undefined;
+  /** Reloading credentials from their files; absent: the defaults (watch, 1 s debounce). */
+  readonly credential_files?: CredentialFilesConfig | undefined;
+  /**
+   * The files credentials were read from (`*_file`: agent, approver and upstream credentials, the store
+   * URL), as named; absent or empty: none (credentials from the environment or literal values only).
+   */
+  readonly secret_files?: readonly string[] | undefined;
 }
-
-export const DEFAULT_TIMING: TimingConfig = {
-  hop_ping_interval_ms: 5_000,
-  upstream_connect_timeout_ms: 5_000,
-};
-
-export const DEFAULT_TRANSPORT: TransportConfig = {
-  max_message_bytes: 32 * 1024 * 1024,
-  high_water_bytes: 256 * 1024,
-  max_queued_bytes: 16 * 1024 * 1024,
-};

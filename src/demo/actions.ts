@@ -4,13 +4,19 @@
  */
 import type { JsonRpcId } from '../protocol/jsonrpc.js';
 import { fail, failRpc } from './failure.js';
-import { emitFrame } from './frames.js';
-import { enterSafeState } from './liveness.js';
 import type { ActionRecord, Session } from './session.js';
-import { finalizeClose } from './session-methods.js';
-import type { ActionState, JsonObject } from './types.js';
+import {
+  emitFrame,
+  enterSafeState,
+  finalizeClose,
+  finish,
+  report,
+  round4,
+  statusParams,
+} from './transitions.js';
+import type { JsonObject } from './types.js';
 import { MS, S, isPreExecution, isTerminal } from './types.js';
-import type { ActionDecl, ConnState, DemoWorld } from './world.js';
+import type { ActionDecl, ConnState, WorldState } from './world-state.js';
 
 /** The members compared for "identical" (AWP-ACT-009); `x-<vendor>.` members are not. */
 const SUBMIT_FIELDS = [
@@ -22,54 +28,6 @@ const SUBMIT_FIELDS = [
   'basis_ts_mono_ns',
   'valid_until_ns',
 ];
-
-/** action.status params for `a` in its current state (without status_seq). */
-export function statusParams(
-  w: DemoWorld,
-  a: { action_id: string; state: string },
-  extra: JsonObject = {},
-): JsonObject {
-  const params: JsonObject = { action_id: a.action_id, state: a.state, ts_mono_ns: w.clock() };
-  if (w.lockstep) params.tick = w.tick;
-  for (const [k, v] of Object.entries(extra)) if (v !== undefined) params[k] = v;
-  return params;
-}
-
-/** Notify the action's current state (a transition, or a progress report while executing). */
-function report(w: DemoWorld, s: Session, a: ActionRecord, extra: JsonObject = {}): void {
-  a.status = w.sequenced(s, 'action.status', statusParams(w, a, extra));
-}
-
-export interface FinishOptions {
-  readonly reason?: string;
-  /** The action was moving: report `aborted_at_progress`. */
-  readonly aborted?: boolean;
-  readonly progress?: number;
-}
-
-/** A terminal transition, notified (AWP-LIF-001: each transition reported exactly once). */
-export function finish(
-  w: DemoWorld,
-  s: Session,
-  a: ActionRecord,
-  state: ActionState,
-  o: FinishOptions = {},
-): void {
-  a.state = state;
-  a.abort = null;
-  report(w, s, a, {
-    reason: o.reason,
-    progress: o.progress,
-    aborted_at_progress: o.aborted === true ? round4(w.sim.progress()) : undefined,
-  });
-  if (isTerminal(state)) a.terminalNs = w.now;
-  if (s.running.get(a.group) === a) s.running.delete(a.group);
-  s.unqueue(a);
-}
-
-function round4(x: number): number {
-  return Math.round(x * 1e4) / 1e4;
-}
 
 function policies(decl: ActionDecl): string[] {
   return Array.isArray(decl.preemption) ? decl.preemption : [decl.preemption];
@@ -99,7 +57,7 @@ function sameSubmission(a: JsonObject, b: JsonObject): boolean {
 }
 
 /** Admission checks, in the order a first submission is refused; nothing changes before they pass. */
-function admit(w: DemoWorld, s: Session, p: JsonObject, received: number): ActionDecl {
+function admit(w: WorldState, s: Session, p: JsonObject, received: number): ActionDecl {
   if (s.embodiment === null) throw fail('AWP_FORBIDDEN', 'observer sessions cannot act (AWP-EMB-004)');
   const type = p.type as string;
   if (!s.actionTypes.includes(type)) throw fail('AWP_FORBIDDEN', `${type} is not granted`);
@@ -147,7 +105,7 @@ function admit(w: DemoWorld, s: Session, p: JsonObject, received: number): Actio
   return decl;
 }
 
-export function actionSubmit(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function actionSubmit(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const s = c.session!;
   const received = w.clock();
   const actionId = p.action_id as string;
@@ -214,13 +172,13 @@ export function actionSubmit(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonO
 }
 
 /** `replace`: pre-execution actions of the group end `cancelled(superseded)` at admission (AWP-PRE-003/007). */
-function supersedePending(w: DemoWorld, s: Session, group: string): void {
+function supersedePending(w: WorldState, s: Session, group: string): void {
   for (const a of s.preExecution())
     if (a.group === group) finish(w, s, a, 'cancelled', { reason: 'superseded' });
 }
 
 /** The group's running action gives way to a replacing one; an abort under way ends as it would have. */
-function preemptRunning(w: DemoWorld, s: Session, group: string): void {
+function preemptRunning(w: WorldState, s: Session, group: string): void {
   const r = s.running.get(group);
   if (r === undefined) return;
   if (r.abort === null) finish(w, s, r, 'preempted');
@@ -228,7 +186,7 @@ function preemptRunning(w: DemoWorld, s: Session, group: string): void {
 }
 
 /** Begin executing: the body moves; safe state is left when the first new action executes (AWP-SAF-008). */
-function begin(w: DemoWorld, s: Session, a: ActionRecord): void {
+function begin(w: WorldState, s: Session, a: ActionRecord): void {
   if (a.replaces) preemptRunning(w, s, a.group);
   s.running.set(a.group, a);
   a.state = 'executing';
@@ -241,14 +199,14 @@ function begin(w: DemoWorld, s: Session, a: ActionRecord): void {
 }
 
 /** Streaming: execution begins at once. */
-function execute(w: DemoWorld, s: Session, a: ActionRecord): void {
+function execute(w: WorldState, s: Session, a: ActionRecord): void {
   begin(w, s, a);
   report(w, s, a, { progress: a.duration === 'extended' ? 0 : undefined });
   if (a.duration === 'instant') finish(w, s, a, 'completed');
 }
 
 /** Queue heads move on once their group frees (AWP-PRE-002), re-checked for their deadline. */
-function promote(w: DemoWorld, s: Session): void {
+function promote(w: WorldState, s: Session): void {
   for (const [group, q] of s.queues) {
     while (q.length > 0 && !s.running.has(group) && !s.staged.some((x) => x.group === group)) {
       const a = q.shift()!;
@@ -265,7 +223,7 @@ function promote(w: DemoWorld, s: Session): void {
 }
 
 /** Per simulation step: aborts completing, goals reached, progress, deadlines, queues, a pending close. */
-export function updateActions(w: DemoWorld, s: Session): void {
+export function updateActions(w: WorldState, s: Session): void {
   for (const a of [...s.running.values()]) {
     if (a.abort !== null) {
       const limit = w.decls.get(a.type)?.max_abort_ms;
@@ -300,7 +258,7 @@ export function updateActions(w: DemoWorld, s: Session): void {
   if (s.closingReason !== null && s.running.size === 0 && w.sessions.has(s.id)) finalizeClose(w, s);
 }
 
-function checkDeadlines(w: DemoWorld, s: Session): void {
+function checkDeadlines(w: WorldState, s: Session): void {
   const clock = w.clock();
   for (const a of [...s.actions.values()]) {
     if (a.deadlineNs === undefined || clock <= a.deadlineNs || isTerminal(a.state)) continue;
@@ -313,7 +271,7 @@ function checkDeadlines(w: DemoWorld, s: Session): void {
   }
 }
 
-export function actionCancel(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function actionCancel(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const s = c.session!;
   const a = s.actions.get(p.action_id as string);
   if (a === undefined) throw fail('AWP_ACTION_UNKNOWN', p.action_id as string);
@@ -340,13 +298,13 @@ export function actionCancel(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonO
   });
 }
 
-export function actionStatusPull(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function actionStatusPull(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const a = c.session!.actions.get(p.action_id as string);
   if (a === undefined) throw fail('AWP_ACTION_UNKNOWN', p.action_id as string);
   w.reply(c.id, id, a.status);
 }
 
-export function worldTick(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function worldTick(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const s = c.session!;
   if (!w.lockstep) throw fail('AWP_TIME_MODEL_UNSUPPORTED', 'world.tick is lockstep-only');
   if (s.embodiment === null) throw fail('AWP_TICK_NOT_AUTHORIZED', 'observer sessions cannot tick');
@@ -366,7 +324,7 @@ export function worldTick(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObje
  * One advance (AWP-TIM-003): staged actions start, the body steps, statuses and events go out, then one frame with
  * the new tick on every subscribed per-tick channel — all before the tick result.
  */
-function advanceTick(w: DemoWorld): void {
+function advanceTick(w: WorldState): void {
   w.tick += 1;
   w.advances += 1;
   for (const s of w.sessions.values()) {

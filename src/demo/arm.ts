@@ -254,11 +254,59 @@ export class ArmSim implements DemoSim {
   private cameraFrame(clockNs: number): Uint8Array {
     const index = Math.floor(clockNs / this.cameraPeriodNs);
     if (this.camera?.index !== index) {
-      const bytes = new Uint8Array(this.config.cameraWidth * this.config.cameraHeight);
-      bytes.fill(index & 0xff);
+      const bytes = renderTopView(this.config, this.position, this.phase === 'idle' ? null : this.target);
       if (bytes.length >= 4) new DataView(bytes.buffer).setUint32(0, index >>> 0, true); // capture number
       this.camera = { index, bytes };
     }
     return this.camera.bytes;
   }
+}
+
+/**
+ * The camera's picture: the workspace seen from above (mono8, y up), with a 0.1 m floor grid, the base, the
+ * link to the end effector, the effector as a disc that grows with its height, and the target while moving.
+ */
+export function renderTopView(
+  c: ArmConfig,
+  p: readonly number[],
+  target: readonly number[] | null,
+): Uint8Array {
+  const w = c.cameraWidth;
+  const h = c.cameraHeight;
+  const img = new Uint8Array(w * h).fill(60);
+  const [lo, hi] = c.aabbM;
+  const sx = w / (hi[0] - lo[0]);
+  const sy = h / (hi[1] - lo[1]);
+  const px = (x: number) => (x - lo[0]) * sx;
+  const py = (y: number) => (hi[1] - y) * sy;
+  for (let g = Math.ceil(lo[0] * 10); g <= hi[0] * 10; g++) {
+    const x = Math.round(px(g / 10));
+    if (x >= 0 && x < w) for (let y = 0; y < h; y++) img[y * w + x] = 85;
+  }
+  for (let g = Math.ceil(lo[1] * 10); g <= hi[1] * 10; g++) {
+    const y = Math.round(py(g / 10));
+    if (y >= 0 && y < h) img.fill(85, y * w, y * w + w);
+  }
+  const disc = (cx: number, cy: number, r: number, v: number) => {
+    for (let y = Math.max(0, Math.floor(cy - r)); y <= Math.min(h - 1, Math.ceil(cy + r)); y++)
+      for (let x = Math.max(0, Math.floor(cx - r)); x <= Math.min(w - 1, Math.ceil(cx + r)); x++)
+        if ((x - cx) ** 2 + (y - cy) ** 2 <= r * r) img[y * w + x] = v;
+  };
+  const scale = Math.min(sx, sy);
+  if (target !== null) {
+    const [tx, ty] = [px(target[0]!), py(target[1]!)];
+    for (let d = -6; d <= 6; d++) {
+      disc(tx + d, ty + d, 1, 235);
+      disc(tx + d, ty - d, 1, 235);
+    }
+  }
+  const [bx, by] = [px(0), py(0)];
+  const [ex, ey] = [px(p[0]!), py(p[1]!)];
+  disc(bx, by, 0.07 * scale, 150);
+  const steps = Math.max(1, Math.ceil(Math.hypot(ex - bx, ey - by)));
+  for (let i = 0; i <= steps; i++)
+    disc(bx + ((ex - bx) * i) / steps, by + ((ey - by) * i) / steps, 0.015 * scale, 190);
+  const z = Math.min(1, Math.max(0, (p[2]! - lo[2]) / (hi[2] - lo[2])));
+  disc(ex, ey, (0.03 + 0.05 * z) * scale, 255);
+  return img;
 }

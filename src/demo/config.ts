@@ -52,6 +52,8 @@ export interface GridConfig extends CommonConfig {
   /** Simulated ns per advance: the lockstep session clock (AWP-TIM-013). */
   readonly tickNs: number;
   readonly maxQueue: number;
+  /** A per-tick `camera` channel (image/raw mono8, the grid from above) at this many pixels per cell; none when undefined. */
+  readonly cameraCellPx?: number;
 }
 
 const COMMON: CommonConfig = {

@@ -4,7 +4,7 @@ import { armConfig, gridConfig } from './config.js';
 import type { ArmConfig, ArmOptions, GridConfig, GridOptions } from './config.js';
 import { GridSim } from './grid.js';
 import { DemoWorld } from './world.js';
-import type { DemoWorldOptions } from './world.js';
+import type { DemoWorldOptions } from './world-state.js';
 
 export type DemoKind = 'grid' | 'arm';
 

@@ -20,7 +20,19 @@ const DIRECTIONS: Readonly<Record<string, Cell>> = {
 
 const CELL_SCHEMA = { type: 'array', items: { type: 'integer' }, minItems: 2, maxItems: 2 };
 
+/** The optional per-tick camera: the grid seen from above (see renderGrid). */
+function cameraChannel(c: GridConfig, px: number): JsonObject {
+  return {
+    id: 'camera',
+    modality: 'image/raw',
+    rate_hz: null,
+    loss_class: 'latest-wins',
+    schema: { width: c.width * px, height: c.height * px, encoding: 'mono8' },
+  };
+}
+
 export function gridManifest(c: GridConfig): JsonObject {
+  const camera = c.cameraCellPx !== undefined ? [cameraChannel(c, c.cameraCellPx)] : [];
   return {
     world: { name: 'gridworld', version: '0.1.0', vendor: 'awp-edge' },
     time_models: ['lockstep'],
@@ -34,7 +46,7 @@ export function gridManifest(c: GridConfig): JsonObject {
         id: 'avatar_0',
         kind: 'avatar',
         action_types: ['move', 'walk_to'],
-        channels: ['grid_view'],
+        channels: ['grid_view', ...camera.map((ch) => ch.id as string)],
         description: `a ${c.width}x${c.height} grid; cells outside it are refused`,
       },
     ],
@@ -50,6 +62,7 @@ export function gridManifest(c: GridConfig): JsonObject {
           required: ['avatar', 'goal'],
         },
       },
+      ...camera,
     ],
     action_schemas: [
       {
@@ -188,7 +201,32 @@ export class GridSim implements DemoSim {
     this.avatar = [this.config.start[0], this.config.start[1]];
   }
 
-  observe(): JsonObject {
+  observe(channel?: string): JsonObject | Uint8Array {
+    if (channel === 'camera' && this.config.cameraCellPx !== undefined)
+      return renderGrid(this.config, this.config.cameraCellPx, this.avatar, this.goal);
     return { avatar: [...this.avatar], goal: [...this.goal] };
   }
+}
+
+/** The grid from above (mono8, y up): light cells with dark lines, the goal a grey square, the avatar a dark disc. */
+export function renderGrid(c: GridConfig, px: number, avatar: Cell, goal: Cell): Uint8Array {
+  const w = c.width * px;
+  const h = c.height * px;
+  const img = new Uint8Array(w * h).fill(225);
+  for (let y = 0; y < h; y++)
+    for (let x = 0; x < w; x++)
+      if (x % px === 0 || y % px === 0 || x === w - 1 || y === h - 1) img[y * w + x] = 120;
+  const cell = ([cx, cy]: Cell, inset: number, v: number, round: boolean) => {
+    const x0 = cx * px;
+    const y0 = (c.height - 1 - cy) * px;
+    const r = px / 2 - inset;
+    for (let y = y0 + inset; y < y0 + px - inset; y++)
+      for (let x = x0 + inset; x < x0 + px - inset; x++) {
+        if (round && (x - x0 - px / 2 + 0.5) ** 2 + (y - y0 - px / 2 + 0.5) ** 2 > r * r) continue;
+        img[y * w + x] = v;
+      }
+  };
+  cell(goal, Math.round(px / 6), 160, false);
+  cell(avatar, Math.round(px / 5), 25, true);
+  return img;
 }

@@ -2,19 +2,16 @@
  * Liveness and safe state (spec/safety/safe-state): heartbeats, connection loss by silence, the watchdog, the
  * reconnect window, retention, and streaming telemetry.
  */
-import { finish } from './actions.js';
-import { reportDegraded } from './frames.js';
-import { closeSession, suspend } from './session-methods.js';
 import type { Session } from './session.js';
-import type { JsonObject } from './types.js';
-import { MS, isPreExecution } from './types.js';
-import type { ConnState, DemoWorld } from './world.js';
+import { closeSession, enterSafeState, reportDegraded, safeStatePolicy, suspend } from './transitions.js';
+import { MS } from './types.js';
+import type { ConnState, WorldState } from './world-state.js';
 
 /**
  * The world pings every heartbeat_interval_ms (AWP-SAF-001); three silent intervals mean the connection is lost
  * and the session suspends (AWP-SAF-002). Sessionless connections are closed after a long silence (AWP-SES-012).
  */
-export function heartbeat(w: DemoWorld, c: ConnState): void {
+export function heartbeat(w: WorldState, c: ConnState): void {
   const interval = w.config.heartbeatIntervalMs * MS;
   if (c.session === null) {
     if (w.now - c.lastRxNs > w.config.sessionlessIdleMs * MS) {
@@ -38,41 +35,15 @@ export function heartbeat(w: DemoWorld, c: ConnState): void {
   }
 }
 
-function safeStatePolicy(w: DemoWorld): { behavior: string; watchdog_ms: number } | undefined {
-  return (w.manifest.safety_policy as JsonObject).safe_state as
-    { behavior: string; watchdog_ms: number } | undefined;
-}
-
 /** AWP-SAF-003: watchdog_ms without a message the agent originated, whether Active or Suspended. */
-export function checkWatchdog(w: DemoWorld, s: Session): void {
+export function checkWatchdog(w: WorldState, s: Session): void {
   const policy = safeStatePolicy(w);
   if (policy === undefined || s.embodiment === null || s.safeState || s.closingReason !== null) return;
   if (w.now - s.lastAgentNs > policy.watchdog_ms * MS) enterSafeState(w, s);
 }
 
-/**
- * AWP-SAF-004, in order: the behavior on the bound embodiment; executing actions fail (connection_lost),
- * pre-execution ones are cancelled (safe_state); then one safe_state_entered per embodiment.
- */
-export function enterSafeState(w: DemoWorld, s: Session): void {
-  if (s.embodiment === null) return;
-  w.sim.stop();
-  s.safeState = true;
-  for (const a of [...s.actions.values()]) {
-    if (a.state === 'executing' || a.state === 'cancelling') {
-      finish(w, s, a, 'failed', { reason: 'connection_lost', aborted: true });
-    } else if (isPreExecution(a.state)) {
-      finish(w, s, a, 'cancelled', { reason: 'safe_state' });
-    }
-  }
-  w.event(s, 'safe_state_entered', {
-    behavior: safeStatePolicy(w)?.behavior ?? 'hold',
-    embodiment: s.embodiment,
-  });
-}
-
 /** Terminal actions are kept for the window (AWP-ACT-006); a suspended session closes when it passes (AWP-SES-005). */
-export function checkRetention(w: DemoWorld, s: Session): void {
+export function checkRetention(w: WorldState, s: Session): void {
   const window = w.config.reconnectWindowMs * MS;
   if (w.now - s.lastPruneNs >= 100 * MS) {
     s.lastPruneNs = w.now; // ten sweeps a second is plenty, and keeps advance() cheap with many actions
@@ -89,7 +60,7 @@ export function checkRetention(w: DemoWorld, s: Session): void {
 }
 
 /** AWP-TIM-006: at least once a second on a connected streaming session. */
-export function sendTelemetry(w: DemoWorld, s: Session): void {
+export function sendTelemetry(w: WorldState, s: Session): void {
   const interval = w.config.telemetryIntervalMs * MS;
   if (w.now - s.lastTelemetryNs < interval) return;
   const windowMs = Math.round((w.now - s.lastTelemetryNs) / MS);

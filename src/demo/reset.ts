@@ -5,14 +5,13 @@
  * initiator's result. Sessions, grants, tokens and subscriptions persist.
  */
 import type { JsonRpcId } from '../protocol/jsonrpc.js';
-import { finish, statusParams } from './actions.js';
 import { fail } from './failure.js';
-import { emitFrame } from './frames.js';
+import { emitFrame, finish, statusParams } from './transitions.js';
 import type { JsonObject } from './types.js';
 import { isPreExecution } from './types.js';
-import type { ConnState, DemoWorld } from './world.js';
+import type { ConnState, WorldState } from './world-state.js';
 
-export function worldReset(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function worldReset(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const s = c.session!;
   const reset = w.sim.reset?.bind(w.sim);
   if (reset === undefined || !s.admin.includes('reset')) {

@@ -44,9 +44,6 @@ export interface RunningDemoWorld {
   close(): Promise<void>;
 }
 
-/** The same handle under its earlier name. */
-export type DemoServerHandle = RunningDemoWorld;
-
 const STREAM_PATH = '/stream';
 const BEARER_PREFIX = 'awp.bearer.';
 /** Bytes handed to a socket but not yet flushed, above which frames wait in the outbox (and latest-wins ones drop). */

@@ -1,16 +1,16 @@
 /**
  * Session methods (spec/session/lifecycle): initialize, ping, session.open / resume / close, obs.subscribe /
- * unsubscribe, plus suspension and closing, which other modules also trigger.
+ * unsubscribe. Suspension and closing, which other modules also trigger, are in transitions.ts.
  */
 import type { JsonRpcId } from '../protocol/jsonrpc.js';
-import { finish, statusParams } from './actions.js';
 import { fail } from './failure.js';
-import { emitFrame, endStream, grantChannel, rateFor } from './frames.js';
+import { grantChannel, rateFor } from './frames.js';
 import { Session } from './session.js';
-import type { ConnState, DemoWorld } from './world.js';
+import { closeSession, emitFrame, suspend } from './transitions.js';
 import type { JsonObject } from './types.js';
+import type { ConnState, WorldState } from './world-state.js';
 
-export function initialize(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function initialize(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const versions = p.protocol_versions as string[];
   if (!versions.includes('0.1')) throw fail('AWP_VERSION_UNSUPPORTED', 'this world speaks 0.1');
   c.initialized = true;
@@ -20,7 +20,7 @@ export function initialize(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObj
 }
 
 /** Pong stamped on the session clock (AWP-CTL-004); `last_status_seq` acknowledges (AWP-CTL-010). */
-export function ping(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function ping(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const s = c.session;
   const stamp = w.clock();
   if (s !== null && typeof p.last_status_seq === 'number') s.acknowledge(p.last_status_seq);
@@ -28,12 +28,12 @@ export function ping(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): 
 }
 
 /** The channels a session may read: its embodiment's (every one for an observer), in consumed modalities (AWP-AGM-001). */
-function readable(w: DemoWorld, embodiment: string | null, consumes: ReadonlySet<string>): Set<string> {
+function readable(w: WorldState, embodiment: string | null, consumes: ReadonlySet<string>): Set<string> {
   const names = embodiment === null ? [...w.channels.keys()] : (w.embodimentChannels.get(embodiment) ?? []);
   return new Set(names.filter((n) => consumes.has(w.channels.get(n)?.modality ?? '')));
 }
 
-function endpoints(w: DemoWorld): JsonObject[] {
+function endpoints(w: WorldState): JsonObject[] {
   const out: JsonObject[] = [];
   if (w.config.streamUrl !== undefined) {
     out.push({
@@ -46,7 +46,7 @@ function endpoints(w: DemoWorld): JsonObject[] {
   return out;
 }
 
-function ready(w: DemoWorld, s: Session): JsonObject {
+function ready(w: WorldState, s: Session): JsonObject {
   const out: JsonObject = {
     session_id: s.id,
     session_token: s.token,
@@ -65,7 +65,7 @@ function ready(w: DemoWorld, s: Session): JsonObject {
   return out;
 }
 
-export function sessionOpen(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function sessionOpen(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   if (c.session !== null) throw fail('AWP_SESSION_EXISTS'); // AWP-CTL-007
   if (p.mode !== w.sim.mode) throw fail('AWP_TIME_MODEL_UNSUPPORTED', `this world runs ${w.sim.mode}`);
   if (p.takeover === true) throw fail('AWP_EMBODIMENT_UNAVAILABLE', 'this world offers no transfer');
@@ -124,7 +124,7 @@ export function sessionOpen(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonOb
   for (const g of s.grants.values()) emitFrame(w, s, g); // current observation (AWP-TIM-009, AWP-OBS-005)
 }
 
-export function sessionResume(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function sessionResume(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   if (c.session !== null) throw fail('AWP_SESSION_EXISTS');
   const token = p.session_token as string;
   const s = w.tokens.get(token);
@@ -169,13 +169,13 @@ export function sessionResume(w: DemoWorld, c: ConnState, id: JsonRpcId, p: Json
   if (w.lockstep) for (const g of s.grants.values()) emitFrame(w, s, g);
 }
 
-export function sessionClose(w: DemoWorld, c: ConnState, id: JsonRpcId): void {
+export function sessionClose(w: WorldState, c: ConnState, id: JsonRpcId): void {
   const s = c.session!;
   s.closeRequests.push({ conn: c.id, id }); // a repeated close is answered with the first (AWP-SES-011)
   if (s.closingReason === null) closeSession(w, s, 'session_closed');
 }
 
-export function obsSubscribe(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function obsSubscribe(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const s = c.session!;
   const subs = p.channels as { channel: string; rate_hz?: number }[];
   const canRead = readable(w, s.embodiment, c.consumes);
@@ -194,62 +194,10 @@ export function obsSubscribe(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonO
   for (const g of added) emitFrame(w, s, g); // a current snapshot on each new channel (AWP-OBS-005, AWP-TIM-009)
 }
 
-export function obsUnsubscribe(w: DemoWorld, c: ConnState, id: JsonRpcId, p: JsonObject): void {
+export function obsUnsubscribe(w: WorldState, c: ConnState, id: JsonRpcId, p: JsonObject): void {
   const s = c.session!;
   const names = p.channels as string[];
   for (const name of names) if (!w.channels.has(name)) throw fail('AWP_CHANNEL_UNKNOWN', name);
   for (const name of names) s.grants.delete(name);
   w.reply(c.id, id, { granted: s.grantList() });
-}
-
-/** Ready/Active -> Suspended (AWP-SES-003): stream connections close; the watchdog keeps running. */
-export function suspend(w: DemoWorld, s: Session, reason: 'connection_lost' | 'connection_replaced'): void {
-  endStream(w, s, 'session suspended');
-  s.conn = null;
-  s.suspendedNs = w.now;
-  if (s.state !== 'closed') w.setState(s, 'suspended', reason);
-}
-
-/**
- * Start closing (AWP-SES-006): pre-execution actions cancelled, executing ones aborted through cancelling. The
- * session closes once every action is terminal. `immediate` (no time will pass: lockstep, a dropped or refused
- * connection) completes the aborts at once.
- */
-export function closeSession(w: DemoWorld, s: Session, reason: string, immediate = false): void {
-  s.closingReason = reason;
-  for (const a of s.preExecution()) finish(w, s, a, 'cancelled', { reason: 'session_closed' });
-  for (const a of [...s.running.values()]) {
-    if (a.state === 'executing') {
-      a.state = 'cancelling';
-      a.abort = { terminal: 'cancelled', reason: 'session_closed', startedNs: w.now };
-      a.status = w.sequenced(s, 'action.status', statusParams(w, a, { reason: 'session_closed' }));
-      w.sim.stop();
-    } else if (a.abort?.terminal === 'cancelled') {
-      a.abort = { ...a.abort, reason: 'session_closed' }; // close outranks a cancel in progress (AWP-LIF-008)
-    }
-  }
-  if (immediate || w.lockstep || s.conn === null) {
-    for (const a of [...s.running.values()]) {
-      if (a.abort !== null) finish(w, s, a, a.abort.terminal, { reason: a.abort.reason, aborted: true });
-    }
-  }
-  if (s.running.size === 0) finalizeClose(w, s);
-}
-
-/** Closed: the last session.state, then the close results; the embodiment is released (AWP-SES-011, AWP-EMB-002). */
-export function finalizeClose(w: DemoWorld, s: Session): void {
-  w.setState(s, 'closed', s.closingReason ?? 'session_closed');
-  endStream(w, s, 'session closed');
-  for (const r of s.closeRequests) if (w.conns.has(r.conn)) w.reply(r.conn, r.id, {});
-  s.closeRequests.length = 0;
-  if (s.embodiment !== null && w.bound.get(s.embodiment) === s) w.bound.delete(s.embodiment);
-  w.sessions.delete(s.id);
-  w.tokens.delete(s.token);
-  w.closedTokens.add(s.token);
-  if (w.closedTokens.size > 10_000) w.closedTokens.delete(w.closedTokens.values().next().value!);
-  if (s.conn !== null) {
-    const c = w.conns.get(s.conn);
-    if (c !== undefined) c.session = null;
-  }
-  s.conn = null;
 }

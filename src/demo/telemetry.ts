@@ -1,11 +1,5 @@
 /** Latency samples for `session.telemetry` (AWP-TIM-006): all in session-clock ns. */
-
-export interface LatencyStats {
-  count: number;
-  p50: number;
-  p95: number;
-  max: number;
-}
+import { summarise, type LatencyStats } from '../protocol/latency-stats.js';
 
 /** Samples kept per window; beyond this, new samples overwrite old ones round-robin. */
 const CAP = 4096;
@@ -20,16 +14,10 @@ class Samples {
     this.seen += 1;
   }
 
+  /** latency_stats of the kept samples (the one rank rule), counting every sample the window saw. */
   stats(): LatencyStats | undefined {
-    if (this.values.length === 0) return undefined;
-    const sorted = [...this.values].sort((a, b) => a - b);
-    const last = sorted.length - 1;
-    return {
-      count: this.seen,
-      p50: sorted[Math.round(0.5 * last)]!,
-      p95: sorted[Math.round(0.95 * last)]!,
-      max: sorted[last]!,
-    };
+    const st = summarise([...this.values]);
+    return st === undefined ? undefined : { ...st, count: this.seen };
   }
 }
 

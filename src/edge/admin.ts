@@ -1,5 +1,33 @@
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { ListenAddress } from '../config/schema.js';
+
+/** The AWP draft revision this edge implements (its wire format; VER-009: named wherever the version is). */
+export const SPEC_REVISION = '0.1-draft.10';
+
+/** What runs: this package's version, the agent-facing engine, the Node.js version. */
+export interface BuildInfo {
+  readonly version: string;
+  readonly engine: string;
+  readonly node: string;
+}
+
+let packageVersion: string | undefined;
+
+/** The package's version, from its package.json (two levels up from src/edge/ and from dist/edge/). */
+export function edgeVersion(): string {
+  if (packageVersion === undefined) {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: unknown;
+    };
+    packageVersion = typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  }
+  return packageVersion;
+}
+
+export function buildInfo(engine: string): BuildInfo {
+  return { version: edgeVersion(), engine, node: process.version };
+}
 
 export interface AdminServer {
   readonly port: number;
@@ -11,9 +39,14 @@ export interface AdminHandlers {
   ready(): boolean;
   /** Prometheus text exposition, when metrics are enabled. */
   metrics?: () => Promise<{ contentType: string; body: string }>;
+  /** Named in `/healthz`, so a probe or an operator sees what runs. */
+  build?: BuildInfo;
 }
 
-/** The admin listener: `/healthz` (the process serves), `/readyz` (route traffic here), `/metrics`. */
+/**
+ * The admin listener: `/healthz` (the process serves; JSON naming the version, engine and Node.js), `/readyz`
+ * (route traffic here), `/metrics`.
+ */
 export async function startAdmin(addr: ListenAddress, h: AdminHandlers): Promise<AdminServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -22,7 +55,8 @@ export async function startAdmin(addr: ListenAddress, h: AdminHandlers): Promise
       return;
     }
     if (path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+      const body = { status: 'ok', ...h.build, spec_revision: SPEC_REVISION };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
     } else if (path === '/readyz') {
       const ok = h.ready();
       res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ready\n' : 'not ready\n');

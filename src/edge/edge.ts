@@ -1,36 +1,66 @@
 /**
- * The edge: an agent-facing listener routing each upgrade to a relay connection or a stream relay,
- * and an admin listener for health and metrics.
+ * The edge, composed: the agent-facing listener (each upgrade decided by upgrade-decision.ts, then an
+ * agent's control connection, an observer's stream connection or a relay agent's stream relay), the
+ * WebTransport listener when configured, the admin listener, the observer hubs' timers; start, drain
+ * and close.
  */
 import type { EdgeConfig } from '../config/schema.js';
-import { isLoopback } from '../config/load.js';
-import { TokenMint } from '../relay/tokens.js';
-import type { SessionStore } from '../store/session-store.js';
+import { isLoopback } from '../config/address.js';
+import { TokenMint } from '../session/tokens.js';
+import type { SessionStore } from '../session/session-store.js';
 import { openStore } from './store-setup.js';
 import { CredentialBudgets } from '../policy/budgets.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { EdgeMetrics } from '../telemetry/metrics.js';
-import { bearerCredential, credentialMatches, urlCarriesCredential } from '../transport/auth.js';
-import type { AgentServer, UpgradeOutcome, UpgradeRequest } from '../transport/engine.js';
+import type {
+  AgentServer,
+  ConnectionHandlers,
+  EngineOptions,
+  UpgradeOutcome,
+  UpgradeRequest,
+} from '../transport/engine.js';
 import { listenAgents } from '../transport/select-engine.js';
-import { startAdmin, type AdminServer } from './admin.js';
+import { buildInfo, startAdmin, type AdminServer } from './admin.js';
 import type { EdgeContext } from './context.js';
-import { RelayDriver } from './relay-driver.js';
+import { AgentConnection } from './agent-connection.js';
 import { RouteRuntime } from './route.js';
-import { SessionRegistry } from './session-registry.js';
-import { StreamRelay } from './stream-relay.js';
+import {
+  CredentialReload,
+  KnownCredentials,
+  type ReloadOutcome,
+  type ReloadTrigger,
+} from './credential-reload.js';
+import { SessionRegistry } from '../relay/io/session-registry.js';
+import { StreamRelay } from '../relay/io/stream-relay.js';
+import { hubContext } from './hub-context.js';
+import { observerStream } from './observer-stream.js';
+import { containProcessFaults } from './process-faults.js';
+import { closeRecording, openRecording, type RecorderFs } from './recording.js';
+import { drainConnections, sampleGauges } from './drain.js';
 import type { WebTransportListener } from '../transport/webtransport.js';
-import type { ChannelHub, HubContext } from '../fanout/channel-hub.js';
-import type { ObserverSession } from '../fanout/observer-session.js';
-import { WsStreamSink } from '../fanout/ws-stream-sink.js';
-import { FrameMetrics } from '../telemetry/frame-metrics.js';
-import { redact } from '../telemetry/redact.js';
-import { peekFrame } from '../protocol/frame.js';
+import { ViewerSite } from '../viewer/site.js';
+import { ViewerStats } from '../viewer/stats.js';
+import { containHandlers, guarded, type FaultReporter } from '../transport/contain.js';
+import {
+  decideUpgrade,
+  redactedUrl,
+  type DecisionState,
+  type Refusal,
+  type UpgradeTarget,
+} from './upgrade-decision.js';
 
 export interface EdgeOptions {
   readonly store?: SessionStore;
   readonly log?: Logger;
   readonly metrics?: EdgeMetrics;
+  /**
+   * The configuration validated again with its credential files read anew (ConfigSource.reread): given,
+   * `reloadCredentials` (SIGHUP) rotates credentials, and changes to the files are watched (unless
+   * `credential_files.watch` is false). Without it, a reload validates `config` as it is.
+   */
+  readonly reread?: () => EdgeConfig;
+  /** The file system the flight recorder writes to (default node:fs; a test gives a slow one). */
+  readonly recorderFs?: RecorderFs;
 }
 
 /** Resolution of the hubs' timers (heartbeats are seconds; telemetry once a second). */
@@ -42,6 +72,12 @@ export class Edge {
   private stopStore: () => void = () => undefined;
   /** The `webtransport` stream endpoints, when configured. */
   private webtransport: WebTransportListener | undefined;
+  /** The live viewer page on the agent listener (`viewer.enabled`). */
+  private viewer: ViewerSite | undefined;
+  /** Whether a string is a credential this edge knows (to refuse URLs carrying one, AWP-SEC-006). */
+  private readonly isCredential: (value: string) => boolean;
+  private readonly known: KnownCredentials;
+  private credentials: CredentialReload | undefined;
 
   private constructor(
     readonly config: EdgeConfig,
@@ -49,7 +85,11 @@ export class Edge {
     private readonly routes: readonly RouteRuntime[],
     private readonly server: AgentServer,
     private readonly admin: AdminServer,
-  ) {}
+    mint: TokenMint,
+  ) {
+    const known = (this.known = new KnownCredentials(routes));
+    this.isCredential = (value) => mint.owns(value) || known.has(value);
+  }
 
   static async start(config: EdgeConfig, options: EdgeOptions = {}): Promise<Edge> {
     const log = options.log ?? createLogger(config.log_level);
@@ -59,11 +99,31 @@ export class Edge {
         ? { store: options.store, epochReady: () => true, stop: () => undefined }
         : await openStore(config.store, mint, log);
     const store = opened.store;
+    // What start opens is released in reverse when a later step fails (a port taken, say): the caller gets
+    // the error with nothing left listening. A store the caller passed in stays the caller's.
+    const undo: (() => Promise<void> | void)[] =
+      options.store === undefined ? [() => store.close(), () => opened.stop()] : [];
+    const open = async <T>(make: () => Promise<T>, release: (t: T) => Promise<void> | void): Promise<T> => {
+      try {
+        const t = await make();
+        undo.push(() => release(t));
+        return t;
+      } catch (err) {
+        for (const u of undo.reverse())
+          await Promise.resolve()
+            .then(u)
+            .catch(() => undefined);
+        throw err;
+      }
+    };
     const storeReady = () => store.healthy() && opened.epochReady();
     const refused = () =>
       storeReady() ? undefined : `the session store (${store.kind}) is unreachable; retry shortly`;
-    const routes = config.routes.map((r) => new RouteRuntime(r, mint, refused));
-    const metrics = options.metrics ?? new EdgeMetrics();
+    const routes = config.routes.map(
+      (r) => new RouteRuntime(r, mint, refused, config.transport.max_json_depth),
+    );
+    const metrics = options.metrics ?? new EdgeMetrics({ processPrefix: config.metrics?.process_prefix });
+    metrics.initialiseRareSeries(config.routes.map((r) => r.name));
     const now = () => performance.now();
     // Refusals are counted where the route is known; here each episode is logged once.
     const budgets = new CredentialBudgets(config.budgets, now, (kind, budget, first) => {
@@ -73,60 +133,102 @@ export class Edge {
           'an agent exceeded its budget',
         );
     });
+    const fault: FaultReporter = (where, err) => {
+      metrics.internalErrors.labels(where).inc();
+      log.error(
+        { event: 'internal_error', where, err: err instanceof Error ? err.stack : String(err) },
+        'contained an internal error: the connection whose input caused it was closed',
+      );
+    };
+    const ref: { edge?: Edge } = {};
+    const isCredential = (v: string) => ref.edge?.isCredential(v) ?? mint.owns(v);
+    const deps = { metrics, log, now, isCredential, routes, fs: options.recorderFs };
+    const recording = await open(() => openRecording(config, deps), closeRecording);
     const ctx: EdgeContext = {
       config,
       log,
       metrics,
+      fault,
       budgets,
       registry: new SessionRegistry(store),
       now,
+      ...recording,
       connections: new Set(),
-      hubFor: (route, mode) => route.hub(mode, () => hubContext(config, route, mint, metrics, log, now)),
+      hubFor: (route, mode) =>
+        route.hub(mode, () => hubContext(config, route, mint, metrics, log, now, fault)),
     };
-    const ref: { edge?: Edge } = {};
-    const server = await listenAgents(config.engine, {
+    const viewer = config.viewer.enabled
+      ? await open(
+          () => ViewerSite.load(new ViewerStats(metrics, config.routes, () => ref.edge?.sampleGauges())),
+          (v) => v.close(),
+        )
+      : undefined;
+    const agentListener: EngineOptions = {
       host: config.listen.host,
       port: config.listen.port,
       maxMessageBytes: config.transport.max_message_bytes,
       pingIntervalMs: config.timing.hop_ping_interval_ms,
       upgrade: (req) => ref.edge!.upgrade(req),
-      onError: (err) =>
-        log.error(
-          { event: 'internal_error', err: err instanceof Error ? err.stack : String(err) },
-          'connection setup failed',
-        ),
+      onError: (err) => fault('upgrade', err),
+      handshake: {
+        timeoutMs: config.transport.handshake_timeout_ms,
+        maxPending: config.transport.max_pending_handshakes,
+        maxPendingPerAddress: config.transport.max_pending_handshakes_per_address,
+      },
+      onHandshakeClosed: (reason) => metrics.handshakesClosed.labels('agent', reason).inc(),
       tls: config.tls,
-    });
+      ...(viewer !== undefined && { plain: (req) => viewer.handle(req) }),
+    };
+    const server = await open(
+      () => listenAgents(config.engine, agentListener),
+      (s) => s.close(),
+    );
     if (config.tls === undefined && !isLoopback(config.listen.host)) {
       log.warn(
         { event: 'plaintext_listener', listen: config.listen.host },
         'agents reach this listener from other machines without TLS: configure tls: or terminate TLS in front of the edge (AWP-SEC-001)',
       );
     }
-    const admin = await startAdmin(config.admin, {
-      ready: () => ref.edge !== undefined && !ref.edge.draining && storeReady(),
+    const ready = () => ref.edge !== undefined && !ref.edge.draining && storeReady();
+    metrics.watchHealth(ready, { kind: store.kind, up: storeReady });
+    const build = buildInfo(server.engine);
+    metrics.recordBuild(build);
+    const adminHandlers = {
+      ready,
+      build,
       metrics: () => {
         ref.edge?.sampleGauges();
         return metrics.exposition();
       },
-    });
-    const edge = new Edge(config, ctx, routes, server, admin);
+    };
+    const admin = await open(
+      () => startAdmin(config.admin, adminHandlers),
+      (a) => a.close(),
+    );
+    const edge = new Edge(config, ctx, routes, server, admin, mint);
     edge.stopStore = opened.stop;
+    edge.viewer = viewer;
     ref.edge = edge;
+    metrics.recordReload(true); // the credentials in use were read now
+    edge.credentials = new CredentialReload(
+      { routes, known: edge.known, budgets, log, metrics },
+      config,
+      options.reread ?? (() => config),
+      options.reread !== undefined,
+    );
     if (config.webtransport !== undefined) {
       // Loaded only when configured: the library probes for its native HTTP/3 transport on import.
       const { startWebTransportEndpoint } = await import('./webtransport-endpoint.js');
-      edge.webtransport = await startWebTransportEndpoint(ctx, routes, () => edge.draining).catch(
-        async (err: unknown) => {
-          await edge.close(); // e.g. its port is taken: release what did start
-          throw err;
-        },
-      );
+      edge.webtransport = await startWebTransportEndpoint(ctx, routes, edge).catch(async (err: unknown) => {
+        await edge.close(); // e.g. its port is taken: release what did start
+        throw err;
+      });
     }
     // Timers of the observer hubs and their sessions (heartbeats, telemetry, linger, expiry).
     edge.timer = setInterval(() => {
       const t = now();
-      for (const r of routes) for (const hub of [...r.allHubs()]) hub.tick(t);
+      for (const r of routes)
+        for (const hub of [...r.allHubs()]) guarded('hub_timer', fault, () => hub.tick(t));
     }, HUB_TICK_MS);
     edge.timer.unref();
     log.info(
@@ -143,32 +245,31 @@ export class Edge {
     return edge;
   }
 
+  /**
+   * SIGHUP: the credential files read anew and validated as at start; new connections use the result, open
+   * ones keep running. On a problem nothing changes (logged, counted in awp_edge_config_reloads_total).
+   */
+  reloadCredentials(trigger: ReloadTrigger = 'signal'): ReloadOutcome {
+    return this.credentials!.reload(trigger);
+  }
+
   /** Gauges read at scrape time from what the edge holds. */
   sampleGauges(): void {
-    const m = this.ctx.metrics;
-    m.sessions.reset();
-    m.journalEntries.reset();
-    for (const r of this.routes) {
-      m.journalEntries.labels(r.name).set(0);
-      m.sessions.labels(r.name, 'relay', 'attached').set(0);
-      m.sessions.labels(r.name, 'relay', 'suspended').set(0);
-    }
-    for (const s of this.ctx.registry.sessions()) {
-      m.sessions.labels(s.record.route, 'relay', s.attachment !== null ? 'attached' : 'suspended').inc();
-      m.journalEntries.labels(s.record.route).inc(s.journal.size);
-    }
-    for (const r of this.routes) {
-      for (const hub of r.allHubs()) {
-        for (const o of hub.sessions()) {
-          m.sessions.labels(r.name, 'observer', o.attached ? 'attached' : 'suspended').inc();
-          m.journalEntries.labels(r.name).inc(o.journal.size);
-        }
-      }
-    }
+    sampleGauges(this.ctx, this.routes);
   }
 
   get port(): number {
     return this.server.port;
+  }
+
+  /**
+   * The last resort behind the boundaries (for the running process, not for tests that host edges):
+   * an exception that escaped every connection's boundary, e.g. in a promise callback, is reported
+   * like a contained one instead of ending the process for every agent.
+   */
+  /** Reports what no boundary caught instead of ending the process (see process-faults.ts). */
+  containProcessFaults(): () => void {
+    return containProcessFaults(this.ctx);
   }
 
   get adminPort(): number {
@@ -181,139 +282,78 @@ export class Edge {
 
   /** Decides an upgrade before any WebSocket exists: refusals are plain HTTP answers, counted and logged. */
   private upgrade(req: UpgradeRequest): UpgradeOutcome {
-    const outcome = this.decide(req);
-    if (!outcome.accept && 'reason' in outcome) {
-      const r = outcome;
-      this.ctx.metrics.rejections.labels(r.route, r.reason).inc();
-      this.ctx.log.info({
-        event: 'connection_refused',
-        route: r.route,
-        reason: r.reason,
-        status: r.status,
-        path: req.path,
-      });
+    const decision = decideUpgrade(
+      { binding: 'ws', ...req, header: (n) => req.header(n) },
+      this.decisionState(),
+    );
+    if (!decision.accept) {
+      this.refused(decision, req.path, req.query);
+      return decision;
     }
-    return outcome;
-  }
-
-  private decide(req: UpgradeRequest): UpgradeOutcome | Refusal {
-    if (urlCarriesCredential(req.query)) {
-      return refuse(
-        400,
-        'credential_in_url',
-        'credentials must not appear in URLs (AWP-SEC-006): use the Authorization header or the awp.bearer.<token> subprotocol',
-      );
-    }
-    if (!req.protocols.includes('awp'))
-      return refuse(400, 'no_subprotocol', 'offer the WebSocket subprotocol "awp"');
-    if (this.draining) return refuse(503, 'draining', 'this edge is draining; reconnect to another replica');
-    const credential = bearerCredential(req.header('authorization'), req.protocols);
-    const base = this.publicBase(req);
-    for (const route of this.routes) {
-      if (req.path === route.config.path) {
-        const approver =
-          credential !== undefined && credentialMatches(credential, route.config.approver_tokens);
-        if (credential === undefined) {
-          if (!route.config.allow_anonymous)
-            return refuse(401, 'missing_credential', 'missing bearer credential', route);
-        } else if (!approver && !credentialMatches(credential, route.config.agent_tokens)) {
-          return refuse(401, 'invalid_credential', 'invalid bearer credential', route);
-        }
-        const budget = this.ctx.budgets.for(credential);
-        if (!budget.openConnection())
-          return refuse(
-            429,
-            'budget_connections',
-            'this credential holds as many connections as its budget allows',
-            route,
-          );
-        return {
-          accept: true,
-          protocol: 'awp',
-          open: (conn) =>
-            new RelayDriver(this.ctx, route, conn, base, budget, approver ? credential : undefined),
-        };
-      }
-      const index = route.worldEndpointIndex(req.path);
-      if (index !== undefined) return this.openStream(route, index, credential);
-    }
-    return refuse(404, 'no_route', `no world is routed at ${req.path}`);
-  }
-
-  /** A stream connection: its credential is the session token the edge minted (AWP-TRN-013). */
-  private openStream(
-    route: RouteRuntime,
-    index: number,
-    token: string | undefined,
-  ): UpgradeOutcome | Refusal {
-    if (token === undefined) return refuse(401, 'stream_unauthorized', 'missing session token', route);
-    const observer = route.observer(token);
-    if (observer !== undefined) return this.openObserverStream(route, observer.hub, observer.session, index);
-    const session = this.ctx.registry.attachedSession(token);
-    if (session === undefined || session.record.route !== route.name) {
-      return refuse(
-        401,
-        'stream_unauthorized',
-        'the token names no session with a live control connection here',
-        route,
-      );
-    }
-    const endpoint = session.upstreamEndpoints[index];
-    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string')
-      return refuse(404, 'no_route', 'no such stream endpoint', route);
-    const relay = StreamRelay.open(this.ctx, session, endpoint.url);
+    const outcome = this.accept(decision.target);
+    // The one boundary for agent connections, on every engine: a fault closes that connection only.
+    const { open } = outcome;
+    const fault = this.ctx.fault;
     return {
-      accept: true,
-      protocol: 'awp',
-      open: (conn) => relay.attach(conn, this.ctx),
-      abandon: () => relay.abandon(),
-    };
-  }
-
-  /** An observer's stream connection, served by its hub: frames only, from the edge to the observer. */
-  private openObserverStream(
-    route: RouteRuntime,
-    hub: ChannelHub,
-    session: ObserverSession,
-    index: number,
-  ): UpgradeOutcome | Refusal {
-    if (index !== 0) return refuse(404, 'no_route', 'no such stream endpoint', route);
-    if (!session.attached)
-      return refuse(
-        401,
-        'stream_unauthorized',
-        'the token names no session with a live control connection here',
-        route,
-      );
-    const t = this.config.transport;
-    const metrics = this.ctx.metrics;
-    return {
-      accept: true,
-      protocol: 'awp',
+      ...outcome,
       open: (conn) => {
-        metrics.agentConnections.labels(route.name, 'stream').inc();
-        const frames = FrameMetrics.for(metrics, route.name, 'ws', 'world_to_agent', this.ctx.now);
-        const sink = new WsStreamSink(conn, t.high_water_bytes, t.max_queued_bytes, frames);
-        hub.attachStream(session, sink);
-        return {
-          message: (data, binary) => {
-            // Observers have no command channels; anything but a valid frame is malformed (AWP-TRN-013).
-            if (!binary || !isFrame(data as Buffer)) conn.close(1002, 'AWP_MALFORMED');
-          },
-          drain: () => sink.drain(),
-          close: () => {
-            metrics.agentConnections.labels(route.name, 'stream').dec();
-            hub.streamLost(session, sink);
-          },
-        };
+        const close = () => conn.close(1011, 'internal error');
+        const handlers = guarded('agent_open', fault, () => open(conn), close);
+        return handlers === undefined ? INERT : containHandlers('agent', handlers, fault, close);
       },
     };
   }
 
-  private publicBase(req: UpgradeRequest): string {
-    if (this.config.public_url !== undefined) return this.config.public_url.replace(/\/$/, '');
-    const scheme = this.config.tls !== undefined ? 'wss' : 'ws';
-    return `${scheme}://${req.header('host') ?? `${this.config.listen.host}:${this.server.port}`}`;
+  /** What the upgrade decision reads of this edge (both bindings). */
+  decisionState(): DecisionState {
+    return {
+      routes: this.routes,
+      draining: this.draining,
+      publicUrl: this.config.public_url?.replace(/\/$/, ''),
+      scheme: this.config.tls !== undefined ? 'wss' : 'ws',
+      fallbackAuthority: `${this.config.listen.host}:${this.server.port}`,
+      budgets: this.ctx.budgets,
+      isCredential: this.isCredential,
+      attachedSession: (token) => this.ctx.registry.attachedSession(token),
+    };
+  }
+
+  /** Counts and logs a refused upgrade; the URL only redacted (it may carry a credential). */
+  refused(r: Refusal, path: string, query: string, binding = 'ws'): void {
+    this.ctx.metrics.rejections.labels(r.route, r.reason).inc();
+    this.ctx.log.info({
+      event: 'connection_refused',
+      binding,
+      route: r.route,
+      reason: r.reason,
+      status: r.status,
+      url: redactedUrl(path, query),
+    });
+  }
+
+  private accept(target: UpgradeTarget): Extract<UpgradeOutcome, { accept: true }> {
+    const ctx = this.ctx;
+    switch (target.kind) {
+      case 'control': {
+        const { route, base, budget, approverCredential } = target;
+        return {
+          accept: true,
+          protocol: 'awp',
+          open: (conn) => new AgentConnection(ctx, route, conn, base, budget, approverCredential),
+        };
+      }
+      case 'relay-stream': {
+        const relay = StreamRelay.open(ctx, target.session, target.endpoint.url);
+        return {
+          accept: true,
+          protocol: 'awp',
+          open: (conn) => relay.attach(conn, ctx),
+          abandon: () => relay.abandon(),
+        };
+      }
+      case 'observer-stream':
+        return { accept: true, protocol: 'awp', open: (conn) => observerStream(ctx, target, conn) };
+    }
   }
 
   /**
@@ -324,45 +364,16 @@ export class Edge {
    */
   async drain(): Promise<{ closed: number; cut: number }> {
     this.draining = true;
-    const window = this.config.drain.window_ms;
-    const shared = this.ctx.registry.store.kind !== 'memory';
-    const conns = [...this.ctx.connections];
-    this.ctx.log.info(
-      { event: 'drain_started', connections: conns.length, window_ms: window, shared_store: shared },
-      'draining',
-    );
-    let cut = 0;
-    if (shared) {
-      await Promise.all(
-        conns.map(
-          (c) =>
-            new Promise<void>((resolve) => {
-              setTimeout(() => {
-                c.terminate(1001, 'edge draining: reconnect and resume');
-                resolve();
-              }, Math.random() * window);
-            }),
-        ),
-      );
-    } else {
-      const end = performance.now() + window;
-      while (this.ctx.connections.size > 0 && performance.now() < end)
-        await new Promise((r) => setTimeout(r, 100));
-      cut = this.ctx.connections.size;
-      if (cut > 0) {
-        this.ctx.log.warn(
-          { event: 'drain_cut', connections: cut },
-          'drain window over: closing agents whose sessions cannot resume elsewhere',
-        );
-      }
-    }
+    const drained = await drainConnections(this.ctx, this.config.drain.window_ms);
     await this.close();
-    return { closed: conns.length, cut };
+    return drained;
   }
 
   async close(): Promise<void> {
     this.draining = true;
     clearInterval(this.timer);
+    this.credentials?.close();
+    this.viewer?.close();
     this.stopStore();
     for (const r of this.routes) for (const hub of [...r.allHubs()]) hub.shutdown();
     for (const c of [...this.ctx.connections]) c.terminate(1001, 'edge shutting down');
@@ -371,61 +382,13 @@ export class Edge {
     await this.server.close();
     await this.admin.close();
     await this.ctx.registry.store.close();
+    await closeRecording(this.ctx, 'edge shutting down');
   }
 }
 
-function hubContext(
-  config: EdgeConfig,
-  route: RouteRuntime,
-  mint: TokenMint,
-  metrics: EdgeMetrics,
-  log: Logger,
-  now: () => number,
-): Omit<HubContext, 'retired'> {
-  // Observers' inline frames: forward latency is measured to their control connections.
-  const frames = FrameMetrics.for(metrics, route.name, 'inline', 'world_to_agent', now);
-  return {
-    route: route.name,
-    upstreamUrl: route.config.upstream,
-    upstreamToken: route.config.upstream_token,
-    connectTimeoutMs: config.timing.upstream_connect_timeout_ms,
-    maxMessageBytes: config.transport.max_message_bytes,
-    pingIntervalMs: config.timing.hop_ping_interval_ms,
-    highWaterBytes: config.transport.high_water_bytes,
-    maxQueuedBytes: config.transport.max_queued_bytes,
-    lingerMs: route.config.hub_linger_ms,
-    now,
-    mintToken: () => mint.mint(),
-    endpoints: (base) => route.observerEndpoints(base),
-    frames,
-    upstream: (kind, delta) => metrics.upstreamConnections.labels(route.name, kind).inc(delta),
-    upstreamFailed: (kind) => metrics.upstreamFailures.labels(route.name, kind, 'unreachable').inc(),
-    rejected: (reason) => metrics.rejections.labels(route.name, reason).inc(),
-    noteSession: (event, session, detail) => {
-      log.info({
-        route: route.name,
-        event: `observer_${event}`,
-        session_id: session.session_id,
-        token: redact(session.token),
-        ...(detail !== undefined ? { reason: detail } : {}),
-      });
-    },
-    log: (level, fields, message) => log[level](fields, message),
-  };
-}
-
-function isFrame(buf: Buffer): boolean {
-  try {
-    peekFrame(buf);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** A refused upgrade: an HTTP answer, with a bounded reason for metrics and logs. */
-type Refusal = { accept: false; status: number; body: string; reason: string; route: string };
-
-function refuse(status: number, reason: string, body: string, route?: RouteRuntime): Refusal {
-  return { accept: false, status, body: `${body}\n`, reason, route: route?.name ?? 'none' };
-}
+/** The handlers of a connection whose opening faulted (it is being closed). */
+const INERT: ConnectionHandlers = {
+  message: () => undefined,
+  drain: () => undefined,
+  close: () => undefined,
+};

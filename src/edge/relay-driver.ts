@@ -1,24 +1,38 @@
 /**
- * The I/O shell of one relay connection: carries out the sans-IO core's effects on the agent's
- * socket, the upstream socket and the session store, in order.
+ * The relay shell of an agent's control connection (see agent-connection.ts): carries out the sans-IO
+ * relay core's effects on the agent's socket, the upstream socket and the session store, in order.
+ * When the connection turns out to carry an observer session it hands the connection to its owner.
  */
-import { Outbox } from '../fanout/outbox.js';
+import { Outbox } from '../transport/outbox.js';
 import { RelayConnection } from '../relay/relay-connection.js';
 import type { FrameRoute, RelayEffect } from '../relay/relay-effects.js';
 import type { RelaySession } from '../relay/relay-session.js';
-import { isAwpMethod } from '../protocol/methods.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { redact } from '../telemetry/redact.js';
 import { dialUpstream, DialError, type UpstreamConnection } from '../transport/upstream.js';
-import { FencedError } from '../store/session-store.js';
-import { closeFor, type AgentBudget } from '../policy/budgets.js';
-import type { ConnectionHandlers, ServerConnection } from '../transport/engine.js';
+import { CorruptRecordError, FencedError } from '../session/session-store.js';
+import type { AgentBudget } from '../policy/budgets.js';
+import type { ServerConnection } from '../transport/engine.js';
 import type { EdgeContext } from './context.js';
-import { PacedWriter } from './paced-writer.js';
-import type { ObserverSession } from '../fanout/observer-session.js';
+import { PacedWriter } from '../relay/io/paced-writer.js';
+import { recordRelayEffect } from './relay-telemetry.js';
+import { relayRecording, type RelayRecording } from './relay-recording.js';
+import type { ObserverConnection, ObserverShell } from '../fanout/observer-shell.js';
 import type { RouteRuntime } from './route.js';
 
-export class RelayDriver implements ConnectionHandlers {
+/** What the relay shell tells the connection that owns it. */
+export interface RelayOwner {
+  /** The connection now carries an observer session (opened at the hub, or resumed by its token). */
+  observe(open: (conn: ObserverConnection) => ObserverShell): void;
+  /** Whether the connection holds a session (it counts against the credential's session budget). */
+  holdsSession(on: boolean): void;
+}
+
+/** Store write failures are logged at most this often (all connections of the process together). */
+const STORE_FAILURE_LOG_INTERVAL_MS = 5_000;
+const storeFailures = { loggedAt: -Infinity, suppressed: 0 };
+
+export class RelayDriver {
   private readonly core: RelayConnection;
   private readonly agentOut: Outbox;
   private upstream: UpstreamConnection | null = null;
@@ -31,18 +45,19 @@ export class RelayDriver implements ConnectionHandlers {
   private held: string[] = [];
   private readonly frames: FrameMetrics;
   private readonly commandFrames: FrameMetrics;
-  /** Set once the connection carries an observer session: the hub's session takes its messages. */
-  private observer: ObserverSession | null = null;
+  private readonly tap: RelayRecording | undefined; // the flight recorder's, if the route records relay
 
   constructor(
     private readonly ctx: EdgeContext,
     private readonly route: RouteRuntime,
     private readonly agent: ServerConnection,
     private readonly publicBase: string,
-    private readonly budget: AgentBudget,
+    budget: AgentBudget,
+    private readonly owner: RelayOwner,
     /** An approver's own credential, presented upstream in place of the edge's (AWP-APR-005). */
     private readonly approverCredential?: string,
   ) {
+    this.tap = relayRecording(ctx, route, agent);
     this.core = new RelayConnection(
       route.forConnection(publicBase, budget, approverCredential !== undefined),
     );
@@ -50,41 +65,17 @@ export class RelayDriver implements ConnectionHandlers {
     this.frames = FrameMetrics.for(ctx.metrics, route.name, 'inline', 'world_to_agent', ctx.now);
     this.commandFrames = FrameMetrics.for(ctx.metrics, route.name, 'inline', 'agent_to_world', ctx.now);
     this.agentOut = new Outbox(agent, t.high_water_bytes, t.max_queued_bytes, this.frames);
-    ctx.connections.add(this);
-    ctx.metrics.agentConnections.labels(route.name, 'control').inc();
-  }
-
-  /** The relay core of this connection (the stream relay reads its channel table). */
-  get relay(): RelayConnection {
-    return this.core;
   }
 
   // ---------------------------------------------------------------- agent socket events
 
   message(data: string | Uint8Array, binary: boolean): void {
-    const over = this.budget.message(typeof data === 'string' ? data.length : data.byteLength);
-    if (over !== null) {
-      const { code, reason } = closeFor(over);
-      this.ctx.metrics.rejections.labels(this.route.name, `budget_${over}`).inc();
-      this.agent.close(code, reason);
-      return;
-    }
-    if (this.observer !== null) {
-      if (this.observer.state === 'closed') {
-        // The observer session ended on this connection (session.close): a new session needs a new one.
-        this.agent.close(1000, 'session closed');
-        return;
-      }
-      if (!binary) {
-        this.observer.fromAgent(data as string, this.ctx.now());
-        return;
-      }
-    }
     if (binary) {
       // The control channel carries JSON-RPC text only (AWP-TRN-001).
       this.agent.close(1003, 'control connection carries text messages only');
       return;
     }
+    this.tap?.fromAgent(data as string);
     const session = this.core.currentSession;
     if (this.held.length > 0 || session?.dialling === true) {
       // A stream connection of the session is being dialled: the world must see it first (RelaySession).
@@ -107,19 +98,14 @@ export class RelayDriver implements ConnectionHandlers {
 
   drain(): void {
     this.agentOut.drain();
-    this.observer?.sub?.control.drain();
   }
 
   close(): void {
     this.agentGone = true;
     this.releaseHeld(); // what the agent sent before it left comes before its leaving
     this.paced.stop();
-    this.budget.closeConnection();
-    this.countSession(false);
-    this.ctx.connections.delete(this);
-    this.ctx.metrics.agentConnections.labels(this.route.name, 'control').dec();
-    this.observer?.connectionLost(this.ctx.now());
     this.run(this.core.agentClosed());
+    this.tap?.agentLost();
   }
 
   private toUpstream(text: string, f?: FrameRoute): void {
@@ -140,23 +126,6 @@ export class RelayDriver implements ConnectionHandlers {
     },
   );
 
-  /** Whether this connection's session counts against its credential's session budget. */
-  private counted = false;
-  private countSession(on: boolean): void {
-    if (on === this.counted) return;
-    this.counted = on;
-    if (on) this.budget.sessionStarted();
-    else this.budget.sessionEnded();
-  }
-
-  private observerConnection() {
-    return {
-      sink: this.agent,
-      close: (code: number, reason: string) => this.agent.close(code, reason),
-      publicBase: this.publicBase,
-    };
-  }
-
   // ---------------------------------------------------------------- effects
 
   private run(effects: readonly RelayEffect[]): void {
@@ -174,6 +143,7 @@ export class RelayDriver implements ConnectionHandlers {
   }
 
   private apply(e: RelayEffect): void {
+    this.tap?.effect(e);
     const ctx = this.ctx;
     switch (e.kind) {
       case 'to-agent': {
@@ -221,8 +191,7 @@ export class RelayDriver implements ConnectionHandlers {
         const mode = e.params.mode === 'lockstep' ? 'lockstep' : 'streaming';
         this.agentOut.flushAll(); // what the relay answered (initialize) goes first
         const hub = ctx.hubFor(this.route, mode);
-        this.observer = hub.open(this.observerConnection(), e.id, e.params, e.initialize);
-        this.countSession(true);
+        this.owner.observe((conn) => hub.open(conn, e.id, e.params, e.initialize));
         return;
       }
       case 'lookup-session': {
@@ -230,9 +199,11 @@ export class RelayDriver implements ConnectionHandlers {
         if (obs !== undefined) {
           this.run(this.core.handOff());
           this.agentOut.flushAll();
-          this.observer = obs.session;
-          this.countSession(true);
-          const replayed = obs.session.resume(this.observerConnection(), e.id, e.last_status_seq, ctx.now());
+          let replayed = 0;
+          this.owner.observe((conn) => {
+            replayed = obs.session.resume(conn, e.id, e.last_status_seq, ctx.now());
+            return obs.session;
+          });
           ctx.metrics.resumes.labels(this.route.name, 'observer', 'resumed').inc();
           ctx.metrics.replayLength.labels(this.route.name, 'observer').observe(replayed);
           return;
@@ -243,6 +214,13 @@ export class RelayDriver implements ConnectionHandlers {
             this.run(this.core.sessionLookedUp(found, ctx.now()));
           },
           (err: unknown) => {
+            if (err instanceof CorruptRecordError) {
+              // Hostile or damaged store contents: this session cannot resume; the store itself is up.
+              ctx.log.error({ route: this.route.name, err: err.message }, 'stored session record unreadable');
+              ctx.metrics.resumes.labels(this.route.name, 'relay', 'record_unreadable').inc();
+              this.run(this.core.sessionUnreadable());
+              return;
+            }
             ctx.log.error({ route: this.route.name, err: String(err) }, 'session store lookup failed');
             ctx.metrics.resumes.labels(this.route.name, 'relay', 'store_unavailable').inc();
             this.run(this.core.sessionLookupFailed('the session store is unavailable; retry'));
@@ -251,22 +229,22 @@ export class RelayDriver implements ConnectionHandlers {
         return;
       }
       case 'session-created':
-        this.countSession(true);
+        this.owner.holdsSession(true);
         this.hold(ctx.registry.created(e.session), e.session);
         this.logSession(e.session, 'session_opened', 'opened');
         return;
       case 'session-attached':
-        this.countSession(true);
+        this.owner.holdsSession(true);
         ctx.registry.attached(e.session);
         this.logSession(e.session, 'session_resumed', 'resumed');
         return;
       case 'session-detached':
-        this.countSession(false);
+        this.owner.holdsSession(false);
         ctx.registry.detached(e.session, Date.now());
         this.logSession(e.session, 'session_suspended', e.reason);
         return;
       case 'session-ended':
-        this.countSession(false);
+        this.owner.holdsSession(false);
         ctx.registry.ended(e.session);
         this.logSession(e.session, 'session_ended', e.reason);
         return;
@@ -287,24 +265,10 @@ export class RelayDriver implements ConnectionHandlers {
           .catch((err: unknown) => this.storeWriteFailed(err));
         return;
       case 'rpc-done':
-        if (e.method === 'initialize:deferred') return;
-        ctx.metrics.controlRtt
-          .labels(this.route.name, isAwpMethod(e.method) ? e.method : 'other', e.outcome)
-          .observe((ctx.now() - e.sent_at) / 1000);
-        if (e.method === 'session.resume' && e.outcome === 'error') {
-          ctx.metrics.resumes.labels(this.route.name, 'relay', 'refused_upstream').inc();
-        }
-        return;
       case 'rejected':
-        ctx.metrics.rejections.labels(this.route.name, e.reason).inc();
-        return;
       case 'resumed':
-        ctx.metrics.resumes.labels(this.route.name, 'relay', 'resumed').inc();
-        ctx.metrics.replayLength.labels(this.route.name, 'relay').observe(e.replayed);
-        return;
       case 'dropped':
-        ctx.log.debug({ route: this.route.name, event: 'dropped', what: e.what, detail: e.detail });
-        return;
+        return recordRelayEffect(ctx, this.route.name, e);
     }
   }
 
@@ -323,10 +287,21 @@ export class RelayDriver implements ConnectionHandlers {
       this.terminate(1001, 'session resumed elsewhere');
       return;
     }
+    // An outage fails every write of every session: one line per interval, with the count since the last.
+    const now = this.ctx.now();
+    storeFailures.suppressed++;
+    if (now - storeFailures.loggedAt < STORE_FAILURE_LOG_INTERVAL_MS) return;
     this.ctx.log.error(
-      { route: this.route.name, event: 'store_write_failed', err: String(err) },
-      'session store write failed',
+      {
+        route: this.route.name,
+        event: 'store_write_failed',
+        err: String(err),
+        failures: storeFailures.suppressed,
+      },
+      'session store writes failing',
     );
+    storeFailures.loggedAt = now;
+    storeFailures.suppressed = 0;
   }
 
   /** Holds later agent output until `write` is durable (an agent must never hold a token the store lacks). */
@@ -361,16 +336,18 @@ export class RelayDriver implements ConnectionHandlers {
         connectTimeoutMs: t.timing.upstream_connect_timeout_ms,
         maxMessageBytes: t.transport.max_message_bytes,
         pingIntervalMs: t.timing.hop_ping_interval_ms,
+        onFault: this.ctx.fault,
       },
       {
         message: (data, binary) => {
           if (binary) return; // control connections carry text only
+          this.tap?.fromWorld(data as string);
           this.run(this.core.fromUpstream(data as string, this.ctx.now()));
         },
         drain: () => this.upstreamOut?.drain(),
         close: () => {
           this.upstream = null;
-          this.ctx.metrics.upstreamConnections.labels(this.route.name, 'control').dec();
+          this.ctx.metrics.upstreamCensus.close(this, this.route.name, 'control');
           this.run(this.core.upstreamClosed());
         },
       },
@@ -381,7 +358,7 @@ export class RelayDriver implements ConnectionHandlers {
           return;
         }
         this.upstream = conn;
-        this.ctx.metrics.upstreamConnections.labels(this.route.name, 'control').inc();
+        this.ctx.metrics.upstreamCensus.open(this, this.route.name, 'control');
         const tr = this.ctx.config.transport;
         this.upstreamOut = new Outbox(conn, tr.high_water_bytes, tr.max_queued_bytes);
         this.run(this.core.upstreamOpened());

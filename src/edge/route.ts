@@ -1,11 +1,11 @@
 import type { RelayRoute } from '../relay/relay-effects.js';
-import type { StreamEndpoint } from '../relay/relay-session.js';
-import type { TokenMint } from '../relay/tokens.js';
+import type { StreamEndpoint } from '../session/stream-endpoint.js';
+import type { TokenMint } from '../session/tokens.js';
 import type { RouteConfig } from '../config/schema.js';
 import type { AgentBudget } from '../policy/budgets.js';
 import { edgeError } from '../protocol/errors.js';
 import { ChannelHub, type HubContext } from '../fanout/channel-hub.js';
-import type { ObserverSession } from '../fanout/observer-session.js';
+import type { ObserverShell } from '../fanout/observer-shell.js';
 
 const MANIFEST_CACHE_LIMIT = 64;
 
@@ -20,14 +20,41 @@ export class RouteRuntime {
   private readonly hubs = new Map<'streaming' | 'lockstep', ChannelHub>();
 
   constructor(
-    readonly config: RouteConfig,
+    private current: RouteConfig,
     private readonly mint: TokenMint,
     /** Why new sessions cannot be stored now, or undefined (see the session store's health). */
     private readonly storeRefusal: () => string | undefined = () => undefined,
+    private readonly maxJsonDepth?: number,
   ) {}
 
+  /** The route's configuration, with the credentials in force now (see `rotate`). */
+  get config(): RouteConfig {
+    return this.current;
+  }
+
   get name(): string {
-    return this.config.name;
+    return this.current.name;
+  }
+
+  /**
+   * Takes the agent, approver and upstream credentials of `next` (the same route, validated again with its
+   * credential files read anew) for whatever connects or dials from now on: connections and sessions that
+   * are open keep the credential they authenticated or dialled with. Whether anything changed.
+   */
+  rotate(next: RouteConfig): boolean {
+    const c = this.current;
+    const same =
+      sameList(c.agent_tokens, next.agent_tokens) &&
+      sameList(c.approver_tokens, next.approver_tokens) &&
+      c.upstream_token === next.upstream_token;
+    if (same) return false;
+    this.current = {
+      ...c,
+      agent_tokens: next.agent_tokens,
+      approver_tokens: next.approver_tokens,
+      upstream_token: next.upstream_token,
+    };
+    return true;
   }
 
   get streamPath(): string {
@@ -51,6 +78,7 @@ export class RouteRuntime {
       mintToken: () => this.mint.mint(),
       ownsToken: (token) => this.mint.owns(token),
       fanOutObservers: this.config.observers === 'fanout' && !approver,
+      maxJsonDepth: this.maxJsonDepth,
       approver,
       admitSession: () => {
         const store = this.storeRefusal();
@@ -67,19 +95,22 @@ export class RouteRuntime {
   hub(mode: 'streaming' | 'lockstep', context: () => Omit<HubContext, 'retired'>): ChannelHub {
     let hub = this.hubs.get(mode);
     if (hub === undefined) {
-      hub = new ChannelHub(mode, {
-        ...context(),
-        retired: (h) => {
-          if (this.hubs.get(mode) === h) this.hubs.delete(mode);
-        },
-      });
+      // Assigned, not spread: the context reads the upstream credential when the hub dials (it may rotate).
+      hub = new ChannelHub(
+        mode,
+        Object.assign(context(), {
+          retired: (h: ChannelHub) => {
+            if (this.hubs.get(mode) === h) this.hubs.delete(mode);
+          },
+        }),
+      );
       this.hubs.set(mode, hub);
     }
     return hub;
   }
 
   /** The observer session a token names, with its hub. */
-  observer(token: string): { hub: ChannelHub; session: ObserverSession } | undefined {
+  observer(token: string): { hub: ChannelHub; session: ObserverShell } | undefined {
     for (const hub of this.hubs.values()) {
       const session = hub.observer(token);
       if (session !== undefined) return { hub, session };
@@ -155,4 +186,8 @@ export class RouteRuntime {
 
 export function joinPath(base: string, suffix: string): string {
   return base.endsWith('/') ? base.slice(0, -1) + suffix : base + suffix;
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }

@@ -1,8 +1,8 @@
 import type { StoreConfig } from '../config/schema.js';
-import type { TokenMint } from '../relay/tokens.js';
+import type { TokenMint } from '../session/tokens.js';
 import { MemorySessionStore } from '../store/memory-store.js';
 import { RedisSessionStore } from '../store/redis-store.js';
-import type { SessionStore } from '../store/session-store.js';
+import type { SessionStore } from '../session/session-store.js';
 import type { Logger } from '../telemetry/logger.js';
 
 /** How long start-up waits for a shared store before it serves anyway (and refuses new sessions). */

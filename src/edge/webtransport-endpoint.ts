@@ -9,13 +9,11 @@
 import { FrameSplitter } from '../transport/webtransport-framing.js';
 import { WebTransportStreamSink } from '../fanout/webtransport-sink.js';
 import type { ChannelHub } from '../fanout/channel-hub.js';
-import type { ObserverSession } from '../fanout/observer-session.js';
+import type { ObserverShell } from '../fanout/observer-shell.js';
 import { FrameError, peekFrame } from '../protocol/frame.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
-import { bearerCredential, urlCarriesCredential } from '../transport/auth.js';
 import { DialError } from '../transport/upstream.js';
 import {
-  AWP_PROTOCOL,
   listenWebTransport,
   readIncomingStreams,
   type WebTransportDecision,
@@ -25,16 +23,23 @@ import {
 } from '../transport/webtransport.js';
 import type { EdgeContext } from './context.js';
 import type { RouteRuntime } from './route.js';
-import { WebTransportRelay } from './webtransport-relay.js';
+import { WebTransportRelay } from '../relay/io/webtransport-relay.js';
+import { decideUpgrade, type DecisionState, type Refusal } from './upgrade-decision.js';
 
 /** AWP-TRN-011: an endpoint without `max_frame_bytes` carries frames up to 16 MiB. */
 const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+
+/** What the endpoint needs of the edge: the shared upgrade decision's inputs, and refusal accounting. */
+export interface WebTransportEdge {
+  decisionState(): DecisionState;
+  refused(r: Refusal, path: string, query: string, binding: string): void;
+}
 
 /** Starts the listener and adds its endpoints to every route's `stream_endpoints`; undefined when not configured. */
 export async function startWebTransportEndpoint(
   ctx: EdgeContext,
   routes: readonly RouteRuntime[],
-  draining: () => boolean,
+  edge: WebTransportEdge,
 ): Promise<WebTransportListener | undefined> {
   const wt = ctx.config.webtransport;
   if (wt === undefined) return undefined;
@@ -44,22 +49,17 @@ export async function startWebTransportEndpoint(
     cert: wt.cert,
     key: wt.key,
     decide: async (req) => {
-      const d = await decide(ctx, routes, draining, req);
-      if (!d.accept) {
-        // Counted and logged as the `ws` upgrades' refusals are.
-        ctx.metrics.rejections.labels(d.route, d.code).inc();
-        ctx.log.info({
-          event: 'connection_refused',
-          binding: 'webtransport',
-          route: d.route,
-          reason: d.code,
-          status: d.status,
-          path: req.path,
-        });
-      }
-      return d;
+      const d = await decide(ctx, edge.decisionState(), req);
+      if (!d.accept) edge.refused(d, req.path, req.query, 'webtransport');
+      return d.accept ? d : { accept: false, status: d.status, reason: d.body.trimEnd() };
     },
     log: (fields, message) => ctx.log.warn(fields, message),
+    handshake: {
+      timeoutMs: ctx.config.transport.handshake_timeout_ms,
+      maxPending: ctx.config.transport.max_pending_handshakes,
+      maxPendingPerAddress: ctx.config.transport.max_pending_handshakes_per_address,
+    },
+    onHandshakeClosed: (reason) => ctx.metrics.handshakesClosed.labels('webtransport', reason).inc(),
   });
   for (const r of routes) r.enableWebTransport(listener.port);
   ctx.log.info(
@@ -73,58 +73,45 @@ export async function startWebTransportEndpoint(
   return listener;
 }
 
+type Accepted = Extract<WebTransportDecision, { accept: true }>;
+
 async function decide(
   ctx: EdgeContext,
-  routes: readonly RouteRuntime[],
-  draining: () => boolean,
+  state: DecisionState,
   req: WebTransportRequest,
-): Promise<Decision> {
-  if (urlCarriesCredential(req.query)) {
-    return refuse(400, 'credential_in_url', 'credentials must not appear in URLs (AWP-SEC-006)');
-  }
-  if (!req.protocols.includes(AWP_PROTOCOL)) return refuse(400, 'no_subprotocol', 'offer the protocol "awp"');
-  if (draining()) return refuse(503, 'draining', 'this edge is draining');
-  const token = bearerCredential(req.header('authorization'), req.protocols);
-  for (const route of routes) {
-    const index = route.worldEndpointIndex(req.path);
-    if (index === undefined) continue;
-    if (token === undefined) return refuse(401, 'stream_unauthorized', 'missing session token', route);
-    const observer = route.observer(token);
-    if (observer !== undefined) return observerStream(ctx, route, observer.hub, observer.session, index);
-    const session = ctx.registry.attachedSession(token);
-    if (session === undefined || session.record.route !== route.name) {
-      return refuse(401, 'stream_unauthorized', NO_LIVE_SESSION, route);
-    }
-    const endpoint = session.upstreamEndpoints[index];
-    if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string') {
-      return refuse(404, 'no_route', 'no such stream endpoint', route);
-    }
-    const maxFrame = Math.min(
-      endpoint.max_frame_bytes ?? DEFAULT_MAX_FRAME_BYTES,
-      ctx.config.transport.max_message_bytes,
-    );
-    let relay: WebTransportRelay;
-    try {
-      relay = await WebTransportRelay.open(ctx, session, endpoint.url, maxFrame);
-    } catch (err) {
-      const detail = err instanceof DialError ? err.message : String(err);
-      return refuse(
-        502,
-        'stream_unavailable',
-        `the world's stream endpoint is unavailable: ${detail}`,
-        route,
-      );
-    }
+): Promise<Accepted | Refusal> {
+  const d = decideUpgrade({ binding: 'webtransport', ...req, header: (n) => req.header(n) }, state);
+  if (!d.accept) return d;
+  const target = d.target;
+  if (target.kind === 'observer-stream') return observerStream(ctx, target.route, target.hub, target.session);
+  if (target.kind !== 'relay-stream') throw new Error('unreachable: control targets are WebSocket only');
+  const { route, session, endpoint } = target;
+  const maxFrame = Math.min(
+    endpoint.max_frame_bytes ?? DEFAULT_MAX_FRAME_BYTES,
+    ctx.config.transport.max_message_bytes,
+  );
+  let relay: WebTransportRelay;
+  try {
+    relay = await WebTransportRelay.open(ctx, session, endpoint.url, maxFrame);
+  } catch (err) {
+    const detail = err instanceof DialError ? err.message : String(err);
+    ctx.log.info({ event: 'stream_unavailable', route: route.name, detail });
     return {
-      accept: true,
-      open: (wt) => {
-        counted(ctx, route, wt);
-        relay.attach(wt);
-      },
-      abandon: () => relay.abandon(),
+      accept: false,
+      status: 502,
+      body: "the world's stream endpoint is unavailable\n",
+      reason: 'stream_unavailable',
+      route: route.name,
     };
   }
-  return refuse(404, 'no_route', `no stream endpoint at ${req.path}`);
+  return {
+    accept: true,
+    open: (wt) => {
+      counted(ctx, route, wt);
+      relay.attach(wt);
+    },
+    abandon: () => relay.abandon(),
+  };
 }
 
 /** An observer's session, served by its hub: frames only, one stream per channel. */
@@ -132,11 +119,8 @@ function observerStream(
   ctx: EdgeContext,
   route: RouteRuntime,
   hub: ChannelHub,
-  session: ObserverSession,
-  index: number,
-): Decision {
-  if (index !== 0) return refuse(404, 'no_route', 'no such stream endpoint', route);
-  if (!session.attached) return refuse(401, 'stream_unauthorized', NO_LIVE_SESSION, route);
+  session: ObserverShell,
+): Accepted {
   const t = ctx.config.transport;
   return {
     accept: true,
@@ -182,20 +166,8 @@ function observerStream(
 
 /** The stream connection gauge, as for `ws` stream connections. */
 function counted(ctx: EdgeContext, route: RouteRuntime, wt: WebTransportSession): void {
-  const gauge = ctx.metrics.agentConnections.labels(route.name, 'stream');
-  gauge.inc();
-  wt.closed.then(
-    () => gauge.dec(),
-    () => gauge.dec(),
-  );
-}
-
-const NO_LIVE_SESSION = 'the token names no session with a live control connection here';
-
-/** A decision; a refusal carries a bounded reason code and its route for metrics and logs. */
-type Decision = Extract<WebTransportDecision, { accept: true }> | Refusal;
-type Refusal = Extract<WebTransportDecision, { accept: false }> & { code: string; route: string };
-
-function refuse(status: number, code: string, reason: string, route?: RouteRuntime): Refusal {
-  return { accept: false, status, reason, code, route: route?.name ?? 'none' };
+  const census = ctx.metrics.agentCensus;
+  census.open(wt, route.name, 'stream');
+  const gone = () => census.close(wt, route.name, 'stream');
+  wt.closed.then(gone, gone);
 }

@@ -5,29 +5,31 @@
  * and one observer's subscriptions, slowness or errors never change what another receives (AWP-MA-004).
  */
 import { randomBytes } from 'node:crypto';
-import { createFrameHeader, encodeFrame, peekFrame, FrameError } from '../protocol/frame.js';
-import { inlineToFrame } from '../protocol/inline-frame.js';
-import type { StreamEndpoint } from '../relay/relay-session.js';
+import { createFrameHeader } from '../protocol/frame.js';
+import { binaryHubFrame, inlineHubFrame } from './hub-frames.js';
+import type { StreamEndpoint } from '../session/stream-endpoint.js';
 import type { FrameMetrics } from '../telemetry/frame-metrics.js';
-import { dialUpstream, type UpstreamConnection } from '../transport/upstream.js';
-import { HubUpstream, type ChannelDecl, type HubUpstreamEffect, type UpstreamGrant } from './hub-upstream.js';
+import { FanoutScheduler } from './hub-fanout.js';
+import { HubLink, type HubLinkContext } from './hub-link.js';
+import { indexChannels } from './hub-passes.js';
+import type { UpstreamGrant } from './hub-channels.js';
+import { missingChannels, unionOfNeeds, type Need, type Subscription } from './hub-demand.js';
+import { HubUpstream, type HubUpstreamEffect } from './hub-upstream.js';
 import { KeyframeCache, type HubFrame } from './keyframe-cache.js';
-import { ObserverSession, type ObserverConnection, type ObserverHost } from './observer-session.js';
+import type { ObserverHost } from './observer-effects.js';
+import { agentDeclarations } from './observer-messages.js';
+import { ObserverSession } from './observer-session.js';
+import { ObserverShell, type ObserverConnection, type ObserverHubSide } from './observer-shell.js';
 import type { StreamSink, SubscribedChannel } from './subscriber.js';
-import type { FrameNote } from './outbox.js';
+import type { FrameNote } from '../transport/outbox.js';
 
 type HubFrameMetrics = Pick<FrameMetrics, 'count' | 'observeAge' | 'received' | 'written' | 'replaced'>;
 
 /** What a hub needs from the edge around it. */
-export interface HubContext {
-  readonly route: string;
-  readonly upstreamUrl: string;
-  readonly upstreamToken: string | undefined;
-  readonly connectTimeoutMs: number;
-  readonly maxMessageBytes: number;
-  readonly pingIntervalMs: number;
+export interface HubContext extends HubLinkContext {
   readonly highWaterBytes: number;
   readonly maxQueuedBytes: number;
+  readonly maxJsonDepth: number;
   /** How long the upstream session outlives the last observer. */
   readonly lingerMs: number;
   now(): number;
@@ -36,29 +38,38 @@ export interface HubContext {
   endpoints(publicBase: string): StreamEndpoint[];
   /** Frame metrics of this route's observers: outcomes, forward latency of inline frames, ages. */
   readonly frames: HubFrameMetrics;
-  /** Connections and failures toward the world (`kind` hub: control; stream: the ws stream). */
-  upstream(kind: 'hub' | 'stream', delta: 1 | -1): void;
-  upstreamFailed(kind: 'hub' | 'stream'): void;
   rejected(reason: string): void;
-  noteSession(event: string, session: ObserverSession, detail?: string): void;
-  log(level: 'info' | 'warn', fields: Record<string, unknown>, message: string): void;
+  noteSession(event: string, session: ObserverShell, detail?: string): void;
   /** The hub is done (idle past its linger, or its upstream failed). */
   retired(hub: ChannelHub): void;
 }
 
 export class ChannelHub {
   private readonly upstream: HubUpstream;
-  private control: UpstreamConnection | null = null;
-  private stream: UpstreamConnection | null = null;
-  private readonly observers = new Map<string, ObserverSession>();
-  private readonly byChannel = new Map<number, Set<ObserverSession>>();
+  private readonly link: HubLink;
+  /** What observer sessions read of the upstream session; the shells' way to the hub. */
+  private readonly host: ObserverHost;
+  private readonly side: ObserverHubSide;
+  private readonly observers = new Map<string, ObserverShell>();
+  /** Subscribers by channel (new arrays on every change: passes keep the ones they started with). */
+  private byChannel = new Map<number, ObserverShell[]>();
+  private latestWins = new Set<number>();
+  private readonly fanout: FanoutScheduler<ObserverShell>;
   private readonly cache = new KeyframeCache();
-  private readonly waiting: {
-    wants: { channel: string; rate_hz: number | null }[];
-    done: (ok: boolean) => void;
+  /** Opens that arrived before the upstream session was ready. */
+  private readonly opening: {
+    shell: ObserverShell;
+    conn: ObserverConnection;
+    id: string | number;
+    params: Record<string, unknown>;
   }[] = [];
+  /** Observers' `ensure-channels` requests waiting for the upstream session to be ready. */
+  private readonly waiting: { shell: ObserverShell; ref: number; wants: Need[] }[] = [];
+  /** Observers' requests in an upstream `obs.subscribe`, by the hub's correlation of it. */
+  private readonly subscribing = new Map<number, { shell: ObserverShell; ref: number }>();
+  private nextRef = 1;
   private readonly header = createFrameHeader();
-  private readonly degradedDue = new Map<ObserverSession, { at: number; channels: SubscribedChannel[] }>();
+  private readonly degradedDue = new Map<ObserverShell, { at: number; channels: SubscribedChannel[] }>();
   private emptySince: number | null = null;
   private retired = false;
   private readonly names = new Map<number, string>();
@@ -67,19 +78,42 @@ export class ChannelHub {
     readonly mode: 'streaming' | 'lockstep',
     private readonly ctx: HubContext,
   ) {
-    this.upstream = new HubUpstream(mode, () => this.union());
+    this.upstream = new HubUpstream(mode, () => this.union(), ctx.maxJsonDepth);
+    this.link = new HubLink(ctx, {
+      connected: () => this.run(this.upstream.connected(this.ctx.now())),
+      dialFailed: (detail) => this.run(this.upstream.dialFailed(detail)),
+      message: (text) => this.run(this.upstream.fromUpstream(text, this.ctx.now())),
+      frame: (buf) => this.binaryFrame(buf),
+      controlLost: () => {
+        this.subscribing.clear(); // the upstream session drops its unanswered requests (they stay unanswered)
+        this.run(this.upstream.lost());
+      },
+      wantsStream: () => this.upstream.isReady,
+    });
+    this.host = this.upstream.observerHost((base) => ctx.endpoints(base));
+    this.fanout = new FanoutScheduler((o, frame, note) => this.offer(o, frame, note, false), ctx);
+    this.side = {
+      highWaterBytes: ctx.highWaterBytes,
+      maxQueuedBytes: ctx.maxQueuedBytes,
+      frameObserver: ctx.frames,
+      ensureChannels: (shell, ref, wants) => this.ensure(shell, ref, wants),
+      startChannel: (shell, channel_id) => this.startChannel(shell, channel_id),
+      subscriptionsChanged: () => this.reindex(true),
+      ended: (shell) => this.ended(shell),
+      note: (event, shell, detail) => ctx.noteSession(event, shell, detail),
+    };
   }
 
   get size(): number {
     return this.observers.size;
   }
 
-  sessions(): IterableIterator<ObserverSession> {
+  sessions(): IterableIterator<ObserverShell> {
     return this.observers.values();
   }
 
   /** An observer's token, if it names one of this hub's sessions. */
-  observer(token: string): ObserverSession | undefined {
+  observer(token: string): ObserverShell | undefined {
     return this.observers.get(token);
   }
 
@@ -90,127 +124,59 @@ export class ChannelHub {
     id: string | number,
     params: Record<string, unknown>,
     initialize: Record<string, unknown> | undefined,
-  ): ObserverSession {
-    const modalities = Array.isArray(initialize?.consumes_modalities)
-      ? (initialize.consumes_modalities as unknown[]).filter((m): m is string => typeof m === 'string')
-      : [];
-    const maxRate = typeof initialize?.max_obs_rate_hz === 'number' ? initialize.max_obs_rate_hz : undefined;
-    const session = new ObserverSession(
+  ): ObserverShell {
+    const { modalities, maxObsRateHz } = agentDeclarations(initialize);
+    const session = new ObserverSession<ObserverConnection>(
       `edge-obs-${randomBytes(6).toString('hex')}`,
       this.ctx.mintToken(),
-      this.host(),
-      { high_water_bytes: this.ctx.highWaterBytes, max_queued_bytes: this.ctx.maxQueuedBytes },
+      this.host,
       modalities,
-      maxRate,
+      maxObsRateHz,
     );
-    this.observers.set(session.token, session);
+    const shell = new ObserverShell(session, this.side);
+    this.observers.set(session.token, shell);
     this.emptySince = null;
     this.run(this.upstream.start());
-    if (this.upstream.isReady) session.open(conn, id, params, this.ctx.now());
-    else this.whenReady(() => session.open(conn, id, params, this.ctx.now()));
-    return session;
+    if (this.upstream.isReady) shell.open(conn, id, params, this.ctx.now());
+    else this.opening.push({ shell, conn, id, params });
+    return shell;
   }
 
-  private readonly onReady: (() => void)[] = [];
-  private whenReady(f: () => void): void {
-    this.onReady.push(f);
-  }
+  // ------------------------------------------------------------------ the observers' effects
 
-  // ------------------------------------------------------------------ the host interface
-
-  private host(): ObserverHost {
-    const up = this.upstream;
-    return {
-      route: this.ctx.route,
-      mode: this.mode,
-      manifestJson: () => JSON.stringify(up.manifest ?? {}),
-      channelDecl: (name) => up.channels.get(name),
-      upstreamGrant: (name) => up.grants.get(name),
-      sessionNow: (nowMs) => up.sessionNow(Math.round(nowMs * 1e6)),
-      readyFields: () => ({
-        heartbeat_interval_ms: up.heartbeat_interval_ms,
-        reconnect_window_ms: up.reconnect_window_ms,
-        ...(up.clock_anchor !== undefined ? { clock_anchor: up.clock_anchor } : {}),
-        ...(up.tick !== undefined ? { tick: up.tick } : {}),
-      }),
-      ensureChannels: (wants, done) => this.ensure(wants, done),
-      subscriptionsChanged: () => this.reindex(true),
-      startChannel: (observer, channel_id) => this.startChannel(observer, channel_id),
-      endpoints: (base) => this.ctx.endpoints(base),
-      ended: (observer) => this.ended(observer),
-      note: (event, session, detail) => this.ctx.noteSession(event, session, detail),
-      frameObserver: this.ctx.frames,
-    };
-  }
-
-  /** Makes the upstream subscription cover `wants` (added to every observer's needs). */
-  private ensure(
-    wants: readonly { channel: string; rate_hz: number | null }[],
-    done: (ok: boolean) => void,
-  ): void {
+  /**
+   * Makes the upstream subscription cover `wants` (added to every observer's needs), then answers the
+   * observer's request `ref`; with the world's answer when it must ask the world.
+   */
+  private ensure(shell: ObserverShell, ref: number, wants: readonly Need[]): void {
     if (!this.upstream.isReady) {
-      this.waiting.push({ wants: [...wants], done });
+      this.waiting.push({ shell, ref, wants: [...wants] });
       return;
     }
-    const missing = this.missing(wants);
+    const missing = missingChannels(wants, this.upstream.channels, this.upstream.grants);
     if (missing.length === 0) {
-      done(true);
+      shell.channelsEnsured(ref, true);
       this.reindex(false);
       return;
     }
-    this.run(
-      this.upstream.subscribe(missing, this.ctx.now(), (ok) => {
-        done(ok);
-        this.reindex(false);
-      }),
-    );
-  }
-
-  /** Channels (or higher latest-wins rates) the upstream session does not carry yet. */
-  private missing(
-    wants: readonly { channel: string; rate_hz: number | null }[],
-  ): { channel: string; rate_hz?: number }[] {
-    const out: { channel: string; rate_hz?: number }[] = [];
-    for (const w of wants) {
-      const decl = this.upstream.channels.get(w.channel);
-      const grant = this.upstream.grants.get(w.channel);
-      if (decl === undefined) continue;
-      const rate = upstreamRate(decl, w.rate_hz);
-      if (grant === undefined || (rate !== undefined && grant.rate_hz !== null && grant.rate_hz < rate)) {
-        out.push(rate === undefined ? { channel: w.channel } : { channel: w.channel, rate_hz: rate });
-      }
-    }
-    return out;
+    const hubRef = this.nextRef++;
+    this.subscribing.set(hubRef, { shell, ref });
+    this.run(this.upstream.subscribe(missing, this.ctx.now(), hubRef));
   }
 
   /** What the hub's session subscribes at open: every observer's needs at the highest rate. */
-  private union(): { channel: string; rate_hz?: number }[] {
-    const best = new Map<string, number | undefined>();
-    const consider = (channel: string, rate: number | null) => {
-      const decl = this.upstream.channels.get(channel);
-      const r = decl === undefined ? (rate ?? undefined) : upstreamRate(decl, rate);
-      const prev = best.get(channel);
-      best.set(channel, prev === undefined || (r !== undefined && r > prev) ? r : prev);
-    };
-    for (const w of this.waiting) for (const x of w.wants) consider(x.channel, x.rate_hz);
-    for (const o of this.observers.values()) for (const g of o.needs()) consider(g.name, g.rate_hz);
-    return [...best].map(([channel, rate_hz]) =>
-      rate_hz === undefined ? { channel } : { channel, rate_hz },
-    );
+  private union(): Subscription[] {
+    const needs: Need[] = this.waiting.flatMap((w) => w.wants);
+    for (const o of this.observers.values())
+      for (const g of o.needs()) needs.push({ channel: g.name, rate_hz: g.rate_hz });
+    return unionOfNeeds(needs, this.upstream.channels);
   }
 
   /** Rebuilds the channel -> observers index; `narrow` also drops upstream channels nobody needs. */
   private reindex(narrow: boolean): void {
-    this.byChannel.clear();
-    const needed = new Set<string>();
-    for (const o of this.observers.values()) {
-      for (const g of o.needs()) {
-        needed.add(g.name);
-        let set = this.byChannel.get(g.channel_id);
-        if (set === undefined) this.byChannel.set(g.channel_id, (set = new Set()));
-        set.add(o);
-      }
-    }
+    const { targets, latestWins, needed } = indexChannels(this.observers.values());
+    this.byChannel = targets;
+    this.latestWins = latestWins;
     if (!narrow || !this.upstream.isReady) return;
     const unused = [...this.upstream.grants.keys()].filter((n) => !needed.has(n));
     if (unused.length > 0) {
@@ -222,13 +188,13 @@ export class ChannelHub {
     }
   }
 
-  private startChannel(observer: ObserverSession, channel_id: number): void {
+  private startChannel(observer: ObserverShell, channel_id: number): void {
     const now = this.ctx.now();
     const note = { received_at: now, channel: this.names.get(channel_id) ?? 'unknown' };
     for (const f of this.cache.startFor(channel_id)) this.offer(observer, f, note, true);
   }
 
-  private ended(observer: ObserverSession): void {
+  private ended(observer: ObserverShell): void {
     this.observers.delete(observer.token);
     this.degradedDue.delete(observer);
     this.reindex(true);
@@ -241,14 +207,13 @@ export class ChannelHub {
     for (const e of effects) {
       switch (e.kind) {
         case 'dial':
-          this.dialControl();
+          this.link.dialControl();
           break;
         case 'send':
-          this.control?.send(e.text, false);
+          this.link.send(e.text);
           break;
         case 'close':
-          this.control?.close(e.code, e.reason);
-          this.stream?.close(1000, e.reason);
+          this.link.close(e.code, e.reason);
           break;
         case 'ready':
           this.upstreamReady(e.resumed);
@@ -257,6 +222,14 @@ export class ChannelHub {
           this.names.clear();
           for (const g of e.grants) this.names.set(g.channel_id, g.channel);
           break;
+        case 'subscribed': {
+          const asked = this.subscribing.get(e.ref);
+          if (asked === undefined) break;
+          this.subscribing.delete(e.ref);
+          asked.shell.channelsEnsured(asked.ref, e.ok);
+          this.reindex(false);
+          break;
+        }
         case 'event':
           for (const o of this.observers.values()) o.worldEvent(e.params);
           break;
@@ -270,41 +243,6 @@ export class ChannelHub {
     }
   }
 
-  private dialControl(): void {
-    dialUpstream(
-      {
-        url: this.ctx.upstreamUrl,
-        credential: this.ctx.upstreamToken,
-        connectTimeoutMs: this.ctx.connectTimeoutMs,
-        maxMessageBytes: this.ctx.maxMessageBytes,
-        pingIntervalMs: this.ctx.pingIntervalMs,
-      },
-      {
-        message: (data, binary) => {
-          if (!binary) this.run(this.upstream.fromUpstream(data as string, this.ctx.now()));
-        },
-        drain: () => undefined,
-        close: () => {
-          this.control = null;
-          this.ctx.upstream('hub', -1);
-          this.stream?.close(1000, 'control connection lost');
-          if (!this.retired) this.run(this.upstream.lost());
-        },
-      },
-    ).then(
-      (conn) => {
-        if (this.retired) return conn.close(1000, 'hub retired');
-        this.control = conn;
-        this.ctx.upstream('hub', 1);
-        this.run(this.upstream.connected(this.ctx.now()));
-      },
-      (err: unknown) => {
-        this.ctx.upstreamFailed('hub');
-        this.run(this.upstream.dialFailed(`cannot reach the world: ${(err as Error).message}`));
-      },
-    );
-  }
-
   private upstreamReady(resumed: boolean): void {
     this.ctx.log(
       'info',
@@ -312,49 +250,10 @@ export class ChannelHub {
       'observer hub session ready',
     );
     const ws = this.upstream.endpoints.find((e) => e.binding === 'ws' && typeof e.url === 'string');
-    if (ws !== undefined) this.dialStream(ws.url!);
-    for (const f of this.onReady.splice(0)) f();
-    for (const w of this.waiting.splice(0)) this.ensure(w.wants, w.done);
+    if (ws !== undefined) this.link.dialStream(ws.url!, this.upstream.token ?? undefined);
+    for (const o of this.opening.splice(0)) o.shell.open(o.conn, o.id, o.params, this.ctx.now());
+    for (const w of this.waiting.splice(0)) this.ensure(w.shell, w.ref, w.wants);
     this.reindex(false);
-  }
-
-  private dialStream(url: string): void {
-    dialUpstream(
-      {
-        url,
-        credential: this.upstream.token ?? undefined,
-        connectTimeoutMs: this.ctx.connectTimeoutMs,
-        maxMessageBytes: this.ctx.maxMessageBytes,
-        pingIntervalMs: this.ctx.pingIntervalMs,
-      },
-      {
-        message: (data, binary) => {
-          if (binary) this.binaryFrame(data as Buffer);
-        },
-        drain: () => undefined,
-        close: () => {
-          this.stream = null;
-          this.ctx.upstream('stream', -1);
-          // Reconnect while the control connection is up; the world restarts reliable channels with resync.
-          if (!this.retired && this.control !== null && this.upstream.isReady)
-            setTimeout(() => this.dialStream(url), 200).unref();
-        },
-      },
-    ).then(
-      (conn) => {
-        if (this.retired || this.control === null) return conn.close(1000, 'hub retired');
-        this.stream = conn;
-        this.ctx.upstream('stream', 1);
-      },
-      (err: unknown) => {
-        this.ctx.upstreamFailed('stream');
-        this.ctx.log(
-          'warn',
-          { route: this.ctx.route, event: 'hub_stream_unavailable', detail: String(err) },
-          'frames stay inline',
-        );
-      },
-    );
   }
 
   private fail(reason: string): void {
@@ -364,8 +263,9 @@ export class ChannelHub {
       'observer hub lost its upstream session',
     );
     this.retire();
-    for (const f of this.onReady.splice(0)) f(); // let waiting opens answer (they will see no grants)
-    for (const w of this.waiting.splice(0)) w.done(false);
+    // Waiting opens are answered (they will see no grants).
+    for (const o of this.opening.splice(0)) o.shell.open(o.conn, o.id, o.params, this.ctx.now());
+    for (const w of this.waiting.splice(0)) w.shell.channelsEnsured(w.ref, false);
     for (const o of [...this.observers.values()])
       o.close('world_shutdown', this.ctx.now(), 1011, 'world session lost');
   }
@@ -373,54 +273,25 @@ export class ChannelHub {
   private retire(): void {
     if (this.retired) return;
     this.retired = true;
-    this.control?.close(1000, 'hub retired');
-    this.stream?.close(1000, 'hub retired');
+    this.link.retire();
     this.cache.clear();
+    this.fanout.clear();
     this.ctx.retired(this);
   }
 
   // ------------------------------------------------------------------ frames
 
   private binaryFrame(buf: Buffer): void {
-    try {
-      peekFrame(buf, this.header);
-    } catch (err) {
-      if (!(err instanceof FrameError)) throw err;
-      this.ctx.frames.count('unknown', 'malformed', buf.length);
-      return; // AWP-DAT-010: dropped, never forwarded
-    }
-    buf[5] = buf[5]! & 0x0f; // senders zero reserved flag bits (AWP-DAT-005)
-    const h = this.header;
-    if (h.has_tick) this.upstream.observeStamp(h.tick, h.ts_mono_ns);
-    this.fanOut({
-      buf,
-      channel_id: h.channel_id,
-      seq: h.seq,
-      ts_mono_ns: h.ts_mono_ns,
-      ts_send_ns: h.has_ts_send_ns ? h.ts_send_ns : undefined,
-      flags: h.flags,
-    });
+    const frame = binaryHubFrame(buf, this.header);
+    if (frame === null) return this.ctx.frames.count('unknown', 'malformed', buf.length);
+    if (this.header.has_tick) this.upstream.observeStamp(this.header.tick, this.header.ts_mono_ns);
+    this.fanOut(frame);
   }
 
   private inlineFrame(params: Record<string, unknown>): void {
-    let frame;
-    try {
-      frame = inlineToFrame(params);
-    } catch (err) {
-      if (!(err instanceof FrameError)) throw err;
-      this.ctx.frames.count('unknown', 'malformed', 0);
-      return;
-    }
-    const buf = encodeFrame(frame);
-    this.fanOut({
-      buf,
-      channel_id: frame.channel_id,
-      seq: frame.seq,
-      ts_mono_ns: frame.ts_mono_ns,
-      ts_send_ns: frame.ts_send_ns,
-      flags: frame.flags,
-      inline: Buffer.from(JSON.stringify({ jsonrpc: '2.0', method: 'obs.frame', params })),
-    });
+    const frame = inlineHubFrame(params);
+    if (frame === null) return this.ctx.frames.count('unknown', 'malformed', 0);
+    this.fanOut(frame);
   }
 
   private fanOut(frame: HubFrame): void {
@@ -437,10 +308,12 @@ export class ChannelHub {
     const subs = this.byChannel.get(frame.channel_id);
     if (subs === undefined) return;
     const note = { received_at: now, channel }; // one per frame, shared by every subscriber
-    for (const o of subs) this.offer(o, frame, note, false);
+    // Offered in passes that yield to I/O (hub-fanout.ts); lockstep frames are never superseded.
+    const latest = this.mode === 'streaming' && this.latestWins.has(frame.channel_id);
+    this.fanout.add(frame, note, subs, latest);
   }
 
-  private offer(o: ObserverSession, frame: HubFrame, note: FrameNote, start: boolean): void {
+  private offer(o: ObserverShell, frame: HubFrame, note: FrameNote, start: boolean): void {
     const sub = o.sub;
     if (sub === null) return;
     const { channel, received_at: now } = note;
@@ -476,7 +349,7 @@ export class ChannelHub {
   }
 
   /** An observer's stream connection: every channel moves onto it, each starting from its keyframe. */
-  attachStream(o: ObserverSession, sink: StreamSink): void {
+  attachStream(o: ObserverShell, sink: StreamSink): void {
     const sub = o.sub;
     if (sub === null) return sink.close(1008, 'session has no live control connection');
     sub.attachStream(sink);
@@ -484,7 +357,7 @@ export class ChannelHub {
     for (const c of [...sub.subscribed()]) this.startChannel(o, c.channel_id);
   }
 
-  streamLost(o: ObserverSession, sink: StreamSink): void {
+  streamLost(o: ObserverShell, sink: StreamSink): void {
     const lost = o.sub?.streamLost(sink) ?? [];
     if (lost.length === 0 || o.sub === null) return;
     const channels = [...o.sub.subscribed()].filter((c) => lost.includes(c.channel_id));
@@ -518,18 +391,7 @@ export class ChannelHub {
     this.retire();
   }
 
-  manifestChannels(): ReadonlyMap<string, ChannelDecl> {
-    return this.upstream.channels;
-  }
-
   grants(): ReadonlyMap<string, UpstreamGrant> {
     return this.upstream.grants;
   }
-}
-
-/** The rate the hub asks upstream for an observer's need: latest-wins at the need; reliable at the declared rate. */
-function upstreamRate(decl: ChannelDecl, rate: number | null): number | undefined {
-  if (decl.rate_hz === null) return undefined;
-  if (decl.loss_class === 'reliable') return decl.rate_hz;
-  return rate ?? decl.rate_hz;
 }

@@ -3,9 +3,19 @@
  * and subscriptions upstream are legitimate (an observer session binds no embodiment and runs no
  * watchdog). One per route and time model, however many observers the edge serves from it.
  */
-import { ClockEstimate } from '../protocol/clock-sync.js';
-import { parseMessage, type JsonRpcId } from '../protocol/jsonrpc.js';
-import type { StreamEndpoint } from '../relay/relay-session.js';
+import { ClockEstimate, pongText } from '../protocol/clock-sync.js';
+import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
+import { DEFAULT_MAX_JSON_DEPTH, parseMessage, type JsonRpcId } from '../protocol/jsonrpc.js';
+import type { StreamEndpoint } from '../session/stream-endpoint.js';
+import {
+  field,
+  isRecord,
+  readChannelDecls,
+  readGrants,
+  type ChannelDecl,
+  type UpstreamGrant,
+} from './hub-channels.js';
+import type { ObserverHost } from './observer-effects.js';
 
 /** Modalities the hub declares before it knows the world's (re-declared after the manifest if needed). */
 const STANDARD_MODALITIES = [
@@ -19,20 +29,6 @@ const STANDARD_MODALITIES = [
   'tensor/raw',
 ];
 
-export interface ChannelDecl {
-  readonly id: string;
-  readonly modality: string;
-  readonly rate_hz: number | null;
-  readonly loss_class: 'reliable' | 'latest-wins';
-  readonly stale_after_ms?: number;
-}
-
-export interface UpstreamGrant {
-  readonly channel: string;
-  readonly channel_id: number;
-  readonly rate_hz: number | null;
-}
-
 export type HubUpstreamEffect =
   | { kind: 'dial' }
   | { kind: 'send'; text: string }
@@ -40,6 +36,8 @@ export type HubUpstreamEffect =
   /** The session is open (or resumed): grants, endpoints and clock are known. */
   | { kind: 'ready'; resumed: boolean }
   | { kind: 'grants'; grants: UpstreamGrant[] }
+  /** The world answered the `subscribe` carrying `ref` (its grants, if ok, came just before). */
+  | { kind: 'subscribed'; ref: number; ok: boolean }
   | { kind: 'event'; status_seq: number; text: string; params: Record<string, unknown> }
   | { kind: 'frame'; params: Record<string, unknown> }
   /** The upstream session is gone for good (closed, or not resumable): observers must end. */
@@ -50,7 +48,8 @@ type Phase = 'idle' | 'dialing' | 'initializing' | 'opening' | 'resuming' | 'rea
 interface Pending {
   readonly method: string;
   readonly sent_at: number;
-  readonly then?: (ok: boolean, result: unknown) => void;
+  /** The caller's correlation of an `obs.subscribe`, returned in its `subscribed` effect. */
+  readonly ref?: number;
 }
 
 export class HubUpstream {
@@ -78,7 +77,8 @@ export class HubUpstream {
     readonly mode: 'streaming' | 'lockstep',
     /** The channels and rates to subscribe when the session opens. */
     private readonly wanted: () => { channel: string; rate_hz?: number }[],
-    private readonly agentName = 'awp-edge',
+    /** Messages from the world nesting deeper are refused before they are parsed (transport.max_json_depth). */
+    private readonly maxJsonDepth = DEFAULT_MAX_JSON_DEPTH,
   ) {}
 
   get isReady(): boolean {
@@ -133,9 +133,7 @@ export class HubUpstream {
   /** Ends the session (the last observer left). */
   close(now: number): HubUpstreamEffect[] {
     if (this.phase === 'ready') {
-      this.request('session.close', {}, now, () =>
-        this.out.push({ kind: 'close', code: 1000, reason: 'hub idle' }),
-      );
+      this.request('session.close', {}, now); // its answer closes the connection
     } else if (this.phase !== 'closed') {
       this.out.push({ kind: 'close', code: 1000, reason: 'hub idle' });
     }
@@ -156,28 +154,32 @@ export class HubUpstream {
     }
   }
 
-  /** Adds or re-rates channels; `done` gets the world's complete grant list. */
+  /**
+   * Adds or re-rates channels. The world's answer becomes a `subscribed` effect carrying `ref` (after a
+   * `grants` effect with its complete grant list); a connection lost before the answer drops the request.
+   */
   subscribe(
     channels: { channel: string; rate_hz?: number }[],
     now: number,
-    done: (ok: boolean) => void,
+    ref: number,
   ): HubUpstreamEffect[] {
-    this.request('obs.subscribe', { channels }, now, (ok, result) => {
-      if (ok) this.adoptGrants((result as { granted?: unknown }).granted);
-      done(ok);
-    });
+    this.request('obs.subscribe', { channels }, now, ref);
     return this.flush();
   }
 
   unsubscribe(names: string[], now: number): HubUpstreamEffect[] {
-    this.request('obs.unsubscribe', { channels: names }, now, (ok, result) => {
-      if (ok) this.adoptGrants((result as { granted?: unknown }).granted);
-    });
+    this.request('obs.unsubscribe', { channels: names }, now);
     return this.flush();
   }
 
   fromUpstream(text: string, now: number): HubUpstreamEffect[] {
-    const msg = parseMessage(text);
+    const msg = parseMessage(text, this.maxJsonDepth);
+    const method = msg.kind === 'result' ? this.pending.get(msg.id)?.method : undefined;
+    if (msg.kind !== 'invalid' && findMessageIntegerRangeViolation(msg, method) !== null) {
+      // AWP-CTL-009: the hub (the world's agent here) ends the session; its observers hear world_shutdown.
+      this.fail('world sent an out-of-range integer', 1002, 'AWP_INTEGER_RANGE');
+      return this.flush();
+    }
     switch (msg.kind) {
       case 'result':
       case 'error': {
@@ -191,15 +193,7 @@ export class HubUpstream {
       case 'request':
         if (msg.method === 'ping') {
           // Answered on the hub's own clock (an agent clock, AWP-CLK-006).
-          const stamp = Math.round(now * 1e6);
-          const origin = (msg.params as { origin_ns?: unknown } | undefined)?.origin_ns;
-          this.send(
-            JSON.stringify({
-              jsonrpc: '2.0',
-              id: msg.id,
-              result: { origin_ns: origin ?? 0, receive_ns: stamp, transmit_ns: stamp },
-            }),
-          );
+          this.send(pongText(msg.id, msg.params, Math.round(now * 1e6)));
         } else {
           this.send(
             JSON.stringify({
@@ -227,6 +221,28 @@ export class HubUpstream {
     return this.mode === 'lockstep' ? this.simNow : this.clock.sessionNow(localNs);
   }
 
+  /**
+   * What observer sessions served from this session read of it (the world's channels and grants, the
+   * session clock, the fields of their session.ready), live; `endpoints` gives the edge's own.
+   */
+  observerHost(endpoints: (publicBase: string) => StreamEndpoint[]): ObserverHost {
+    return {
+      mode: this.mode,
+      maxJsonDepth: this.maxJsonDepth,
+      manifestJson: () => JSON.stringify(this.manifest ?? {}),
+      channelDecl: (name) => this.channels.get(name),
+      upstreamGrant: (name) => this.grants.get(name),
+      sessionNow: (nowMs) => this.sessionNow(Math.round(nowMs * 1e6)),
+      readyFields: () => ({
+        heartbeat_interval_ms: this.heartbeat_interval_ms,
+        reconnect_window_ms: this.reconnect_window_ms,
+        ...(this.clock_anchor !== undefined ? { clock_anchor: this.clock_anchor } : {}),
+        ...(this.tick !== undefined ? { tick: this.tick } : {}),
+      }),
+      endpoints,
+    };
+  }
+
   /** Lockstep: follows the world's tick and simulated clock in what it stamps (reset may move them back). */
   observeStamp(tick: unknown, ts_mono_ns: unknown): void {
     if (this.mode !== 'lockstep') return;
@@ -236,7 +252,7 @@ export class HubUpstream {
   }
 
   private notification(method: string, params: unknown, text: string): void {
-    const p = (params ?? {}) as Record<string, unknown>;
+    const p = isRecord(params) ? params : {};
     this.observeStamp(p.tick, p.ts_mono_ns);
     if (method === 'obs.frame') {
       this.out.push({ kind: 'frame', params: p });
@@ -249,7 +265,9 @@ export class HubUpstream {
     if (method === 'world.event') this.out.push({ kind: 'event', status_seq: seq, text, params: p });
     else if (method === 'session.state' && p.state === 'closed') {
       this.phase = 'closed';
-      this.out.push({ kind: 'failed', reason: `world closed the hub session (${String(p.reason)})` });
+      // Never String() a world's value: an object whose toString is not a function throws.
+      const reason = typeof p.reason === 'string' ? p.reason : 'no reason given';
+      this.out.push({ kind: 'failed', reason: `world closed the hub session (${reason})` });
     }
   }
 
@@ -257,8 +275,9 @@ export class HubUpstream {
     switch (p.method) {
       case 'initialize': {
         if (!ok) return this.fail(`world refused initialize: ${JSON.stringify(result)}`);
-        this.manifest = result as Record<string, unknown>;
-        this.readChannels();
+        if (!isRecord(result)) return this.fail('world answered initialize without a manifest');
+        this.manifest = result;
+        this.channels = readChannelDecls(result);
         const needed = [...new Set([...this.channels.values()].map((c) => c.modality))];
         if (needed.some((m) => !STANDARD_MODALITIES.includes(m)) && !this.reinitialized) {
           this.reinitialized = true; // declare the world's own modalities too (AWP-AGM-001)
@@ -280,15 +299,18 @@ export class HubUpstream {
           this.token = null;
           return this.fail(`world refused ${p.method}: ${JSON.stringify(result)}`);
         }
-        const r = result as Record<string, unknown>;
-        this.token = typeof r.session_token === 'string' ? r.session_token : null;
+        // A session.ready without a token is no session: nothing could resume it.
+        if (!isRecord(result) || typeof result.session_token !== 'string')
+          return this.fail(`world answered ${p.method} without a session_token`);
+        const r = result;
+        this.token = r.session_token as string;
         this.endpoints = Array.isArray(r.stream_endpoints) ? (r.stream_endpoints as StreamEndpoint[]) : [];
         if (typeof r.heartbeat_interval_ms === 'number') this.heartbeat_interval_ms = r.heartbeat_interval_ms;
         if (typeof r.reconnect_window_ms === 'number') this.reconnect_window_ms = r.reconnect_window_ms;
         if (typeof r.clock_anchor === 'string') this.clock_anchor = r.clock_anchor;
         if (typeof r.tick === 'number') this.tick = r.tick;
         this.observeStamp(r.tick, undefined);
-        this.adoptGrants((r.granted as { channels?: unknown } | undefined)?.channels);
+        this.adoptGrants(field(r.granted, 'channels'));
         this.phase = 'ready';
         this.lastPingAt = -Infinity;
         const resumed = p.method === 'session.resume';
@@ -298,7 +320,7 @@ export class HubUpstream {
         return;
       }
       case 'ping': {
-        const r = result as { receive_ns?: unknown; transmit_ns?: unknown };
+        const r = isRecord(result) ? result : {};
         if (ok && typeof r.receive_ns === 'number' && typeof r.transmit_ns === 'number') {
           this.clock.add(Math.round(p.sent_at * 1e6), r.receive_ns, r.transmit_ns, Math.round(now * 1e6));
           this.observeStamp(undefined, r.transmit_ns);
@@ -309,8 +331,16 @@ export class HubUpstream {
         }
         return;
       }
-      default:
-        p.then?.(ok, result);
+      case 'obs.subscribe':
+        if (ok) this.adoptGrants(field(result, 'granted'));
+        if (p.ref !== undefined) this.out.push({ kind: 'subscribed', ref: p.ref, ok });
+        return;
+      case 'obs.unsubscribe':
+        if (ok) this.adoptGrants(field(result, 'granted'));
+        return;
+      case 'session.close':
+        this.out.push({ kind: 'close', code: 1000, reason: 'hub idle' });
+        return;
     }
   }
 
@@ -321,7 +351,7 @@ export class HubUpstream {
       'initialize',
       {
         protocol_versions: ['0.1'],
-        agent: { name: this.agentName, version: '0.1.0', vendor: 'awp-edge' },
+        agent: { name: 'awp-edge', version: '0.1.0', vendor: 'awp-edge' },
         consumes_modalities: modalities,
         time_models: [this.mode],
       },
@@ -329,47 +359,22 @@ export class HubUpstream {
     );
   }
 
-  private readChannels(): void {
-    this.channels.clear();
-    const list = this.manifest?.observation_channels;
-    if (!Array.isArray(list)) return;
-    for (const c of list as Record<string, unknown>[]) {
-      if (typeof c.id !== 'string' || typeof c.modality !== 'string') continue;
-      this.channels.set(c.id, {
-        id: c.id,
-        modality: c.modality,
-        rate_hz: typeof c.rate_hz === 'number' ? c.rate_hz : null,
-        loss_class: c.loss_class === 'latest-wins' ? 'latest-wins' : 'reliable',
-        ...(typeof c.stale_after_ms === 'number' ? { stale_after_ms: c.stale_after_ms } : {}),
-      });
-    }
-  }
-
   private adoptGrants(list: unknown): void {
-    if (!Array.isArray(list)) return;
-    const grants = new Map<string, UpstreamGrant>();
-    for (const g of list as Record<string, unknown>[]) {
-      if (typeof g.channel === 'string' && typeof g.channel_id === 'number') {
-        grants.set(g.channel, {
-          channel: g.channel,
-          channel_id: g.channel_id,
-          rate_hz: typeof g.rate_hz === 'number' ? g.rate_hz : null,
-        });
-      }
-    }
+    const grants = readGrants(list);
+    if (grants === null) return;
     this.grants = grants;
     this.out.push({ kind: 'grants', grants: [...grants.values()] });
   }
 
-  private fail(reason: string): void {
+  private fail(reason: string, code = 1000, closeReason = 'hub session failed'): void {
     this.phase = 'closed';
     this.out.push({ kind: 'failed', reason });
-    this.out.push({ kind: 'close', code: 1000, reason: 'hub session failed' });
+    this.out.push({ kind: 'close', code, reason: closeReason });
   }
 
-  private request(method: string, params: unknown, now: number, then?: Pending['then']): void {
+  private request(method: string, params: unknown, now: number, ref?: number): void {
     const id = `awp-edge-hub:${this.nextId++}`;
-    this.pending.set(id, { method, sent_at: now, ...(then ? { then } : {}) });
+    this.pending.set(id, { method, sent_at: now, ...(ref !== undefined ? { ref } : {}) });
     this.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
   }
 

@@ -3,7 +3,8 @@
  * observer starts on current state: the keyframe with `resync`, then the deltas since
  * (AWP-OBS-004/005, AWP-DAT-009). Only what follows the newest keyframe is kept: never a history.
  */
-import { decodeFrame, FLAG_KEYFRAME, FLAG_RESYNC, withFlags } from '../protocol/frame.js';
+import { decodeFrame, FLAG_KEYFRAME, FLAG_RESYNC } from '../protocol/frame.js';
+import { withFlags } from '../protocol/frame-encode.js';
 import { frameToInline } from '../protocol/inline-frame.js';
 
 /** One frame as the hub holds it: its bytes, and the header fields fan-out needs. */

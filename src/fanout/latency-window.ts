@@ -1,10 +1,7 @@
 /** Latency samples of one telemetry window, summarised as the spec's latency_stats (AWP-TIM-006). */
-export interface LatencyStats {
-  count: number;
-  p50: number;
-  p95: number;
-  max: number;
-}
+import { summarise, type LatencyStats } from '../protocol/latency-stats.js';
+
+export { summarise, type LatencyStats };
 
 export class LatencyWindow {
   private values: number[] = [];
@@ -24,17 +21,4 @@ export class LatencyWindow {
   take(): LatencyStats | undefined {
     return summarise(this.drain());
   }
-}
-
-/** latency_stats of some samples (sorts them in place), or undefined for none. */
-export function summarise(v: number[]): LatencyStats | undefined {
-  if (v.length === 0) return undefined;
-  v.sort((a, b) => a - b);
-  const at = (q: number) => v[Math.min(v.length - 1, Math.floor(q * v.length))]!;
-  return {
-    count: v.length,
-    p50: Math.round(at(0.5)),
-    p95: Math.round(at(0.95)),
-    max: Math.round(v[v.length - 1]!),
-  };
 }

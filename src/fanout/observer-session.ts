@@ -2,92 +2,66 @@
  * An observer session the edge serves itself (AWP-EMB-004): the edge owns what a world would — its
  * session_id, token, status_seq sequence and replay journal, heartbeats, telemetry, subscriptions —
  * while frames and world events come from the route's shared upstream session (the hub).
+ *
+ * Sans-IO: each input takes what happened (and the time) and returns the effects its shell carries out
+ * in order (observer-effects.ts, observer-shell.ts). `C` is the shell's handle of a control connection,
+ * which the session only hands back in effects. What it asks of the hub (`ensure-channels`) is answered
+ * by a later input (`channelsEnsured`) naming the request.
  */
-import { awpError } from '../protocol/errors.js';
+import { pongText } from '../protocol/clock-sync.js';
+import { awpError, type RpcErrorObject } from '../protocol/errors.js';
 import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
-import { errorText, parseMessage, type JsonRpcId } from '../protocol/jsonrpc.js';
-import { ReplayJournal } from '../relay/journal.js';
-import type { StreamEndpoint } from '../relay/relay-session.js';
-import type { OutboxObserver, Sink } from './outbox.js';
-import { Subscriber, type SubscribedChannel } from './subscriber.js';
-import type { ChannelDecl, UpstreamGrant } from './hub-upstream.js';
+import {
+  errorText,
+  notificationText,
+  parseMessage,
+  resultText,
+  type JsonRpcId,
+} from '../protocol/jsonrpc.js';
+import { ReplayJournal } from '../session/journal.js';
+import type { ObserverEffect, ObserverHost, ObserverLink, ObserverState } from './observer-effects.js';
+import { ObserverGrants } from './observer-grants.js';
+import { ObserverLiveness } from './observer-liveness.js';
+import {
+  heartbeatPing,
+  invalidParams,
+  isCount,
+  notGranted,
+  readyResult,
+  refusal,
+  requestedChannels,
+  unsubscribeNames,
+} from './observer-messages.js';
+import type { SubscribedChannel } from './subscriber.js';
 
-/** What an observer session needs from the hub serving it. */
-export interface ObserverHost {
-  readonly route: string;
-  readonly mode: 'streaming' | 'lockstep';
-  manifestJson(): string;
-  channelDecl(name: string): ChannelDecl | undefined;
-  upstreamGrant(name: string): UpstreamGrant | undefined;
-  /** The edge's estimate of the upstream session clock (ns), or undefined before any sample. */
-  sessionNow(nowMs: number): number | undefined;
-  readyFields(): {
-    heartbeat_interval_ms: number;
-    reconnect_window_ms: number;
-    clock_anchor?: string;
-    tick?: number;
-  };
-  /** Makes the upstream session carry these channels at these rates; `done(false)` if it cannot. */
-  ensureChannels(
-    wants: readonly { channel: string; rate_hz: number | null }[],
-    done: (ok: boolean) => void,
-  ): void;
-  /** An observer's subscriptions changed: the hub may narrow its upstream subscription. */
-  subscriptionsChanged(): void;
-  /** Sends the channel's current state (cached keyframe with resync, then what followed). */
-  startChannel(observer: ObserverSession, channel_id: number): void;
-  endpoints(publicBase: string): StreamEndpoint[];
-  ended(observer: ObserverSession): void;
-  /** Metrics and logs. */
-  note(
-    event: 'opened' | 'resumed' | 'suspended' | 'closed' | 'refused',
-    session: ObserverSession,
-    detail?: string,
-  ): void;
-  /** Told of every frame written to, or replaced for, an observer on its control connection. */
-  readonly frameObserver: OutboxObserver;
-}
+const EMPTY: readonly never[] = [];
 
-export interface ObserverConnection {
-  readonly sink: Sink;
-  close(code: number, reason: string): void;
-  readonly publicBase: string;
-}
+/** A request of the observer's waiting for the hub to carry its channels (see `channelsEnsured`). */
+type Asked<C> =
+  | { readonly kind: 'open'; readonly conn: C; readonly id: JsonRpcId; readonly at: number }
+  | { readonly kind: 'subscribe'; readonly conn: C; readonly id: JsonRpcId; readonly added: string[] };
 
-export interface ObserverLimits {
-  readonly high_water_bytes: number;
-  readonly max_queued_bytes: number;
-}
-
-type State = 'opening' | 'ready' | 'active' | 'suspended' | 'closed';
-
-const HB_ID = 'awp-edge:hb:';
-
-export class ObserverSession {
-  state: State = 'opening';
+export class ObserverSession<C extends ObserverLink = ObserverLink> {
+  state: ObserverState = 'opening';
   readonly journal = new ReplayJournal();
   private seq = 0;
-  private conn: ObserverConnection | null = null;
-  sub: Subscriber | null = null;
-  private readonly wants = new Map<string, { rate_hz: number | null }>();
-  private grants = new Map<string, SubscribedChannel>();
-  /** The last seq delivered per channel while detached: a resumed session continues above it (AWP-DAT-001). */
-  private positions = new Map<number, number>();
-  private lastHeard = 0;
-  private lastPing = 0;
-  private lastTelemetry = 0;
-  private suspendedAt = 0;
-  private hb = 0;
+  private conn: C | null = null;
+  private readonly grants: ObserverGrants;
+  private readonly asked = new Map<number, Asked<C>>();
+  private nextRef = 1;
+  private readonly live = new ObserverLiveness();
+  private out: ObserverEffect<C>[] = [];
 
   constructor(
     readonly session_id: string,
     readonly token: string,
     private readonly host: ObserverHost,
-    private readonly limits: ObserverLimits,
     /** From the agent's initialize: what it can consume and how fast (AWP-AGM-001/002). */
     private readonly modalities: readonly string[],
-    private readonly maxObsRateHz: number | undefined,
-  ) {}
+    maxObsRateHz: number | undefined,
+  ) {
+    this.grants = new ObserverGrants(host, maxObsRateHz);
+  }
 
   get attached(): boolean {
     return this.conn !== null;
@@ -96,117 +70,111 @@ export class ObserverSession {
   // ------------------------------------------------------------------ open and resume
 
   /** `session.open` without an embodiment, handed over by the relay connection that received it. */
-  open(conn: ObserverConnection, id: JsonRpcId, params: Record<string, unknown>, now: number): void {
+  open(conn: C, id: JsonRpcId, params: Record<string, unknown>, now: number): readonly ObserverEffect<C>[] {
     this.attach(conn, now);
-    if (params.mode !== this.host.mode) {
-      this.refuseOpen(
-        id,
-        awpError('AWP_TIME_MODEL_UNSUPPORTED', `this hub serves ${this.host.mode} observers`),
-      );
-      return;
+    const requested =
+      params.mode !== this.host.mode
+        ? awpError('AWP_TIME_MODEL_UNSUPPORTED', `this hub serves ${this.host.mode} observers`)
+        : requestedChannels(params.subscribe, this.host, this.modalities);
+    if (!Array.isArray(requested)) this.refuseOpen(id, requested);
+    else {
+      this.grants.want(requested);
+      this.ask({ kind: 'open', conn, id, at: now });
     }
-    const requested = Array.isArray(params.subscribe)
-      ? (params.subscribe as { channel?: unknown; rate_hz?: unknown }[])
-      : [];
-    const problem = this.checkChannels(requested);
-    if (problem !== null) {
-      this.refuseOpen(id, problem);
-      return;
-    }
-    for (const r of requested)
-      this.wants.set(r.channel as string, { rate_hz: typeof r.rate_hz === 'number' ? r.rate_hz : null });
-    this.host.ensureChannels(this.wantList(), (ok) => {
-      if (this.state === 'closed' || this.conn !== conn) return;
-      if (!ok) {
-        this.refuseOpen(
-          id,
-          awpError('AWP_EMBODIMENT_UNAVAILABLE', {
-            detail: 'the world did not grant the channels',
-            retryable: true,
-          }),
-        );
-        return;
-      }
-      this.regrant();
-      this.send(JSON.stringify({ jsonrpc: '2.0', id, result: this.ready(false) }));
-      this.state = 'ready';
-      this.notify('session.state', { state: 'ready', ts_mono_ns: this.clock(now), reason: 'opened' });
-      this.host.note('opened', this);
-      for (const g of this.grants.values()) this.host.startChannel(this, g.channel_id);
-    });
+    return this.flush();
+  }
+
+  /** The hub answered the `ensure-channels` effect `ref`: whether the world carries the channels now. */
+  channelsEnsured(ref: number, ok: boolean): readonly ObserverEffect<C>[] {
+    const a = this.asked.get(ref);
+    if (a === undefined) return EMPTY;
+    this.asked.delete(ref);
+    if (this.state === 'closed' || this.conn !== a.conn) return EMPTY;
+    if (a.kind === 'open') this.opened(a.id, ok, a.at);
+    else this.subscribed(a.id, ok, a.added);
+    return this.flush();
+  }
+
+  private opened(id: JsonRpcId, ok: boolean, now: number): void {
+    if (!ok) return this.refuseOpen(id, notGranted('open'));
+    this.regrant();
+    this.send(resultText(id, this.ready(false)));
+    this.state = 'ready';
+    this.notify('session.state', { state: 'ready', ts_mono_ns: this.clock(now), reason: 'opened' });
+    this.out.push({ kind: 'note', event: 'opened' });
+    this.startChannels(this.grants.names());
   }
 
   /**
-   * `session.resume` naming this session, on a new connection (AWP-CTL-005, AWP-SES-010); returns how
-   * many notifications it replayed.
+   * `session.resume` naming this session, on a new connection (AWP-CTL-005, AWP-SES-010); its `resumed`
+   * effect tells how many notifications it replayed.
    */
-  resume(conn: ObserverConnection, id: JsonRpcId, lastStatusSeq: number, now: number): number {
+  resume(conn: C, id: JsonRpcId, lastStatusSeq: number, now: number): readonly ObserverEffect<C>[] {
     if (this.conn !== null) {
       // The old connection's loss was not detected yet: replace it (AWP-SES-010).
-      this.conn.close(1000, 'connection replaced');
+      this.out.push({ kind: 'close-connection', conn: this.conn, code: 1000, reason: 'connection replaced' });
       this.detach('connection_replaced', now);
     }
     this.attach(conn, now);
-    this.journal.acknowledge(lastStatusSeq);
+    this.acknowledge(lastStatusSeq);
     const replayTo = this.seq;
-    this.send(
-      JSON.stringify({ jsonrpc: '2.0', id, result: { ...this.ready(true), replay_to_status_seq: replayTo } }),
-    );
+    this.send(resultText(id, { ...this.ready(true), replay_to_status_seq: replayTo }));
     const replay = this.journal.replay(lastStatusSeq, replayTo);
     for (const t of replay) this.send(t);
     this.state = 'active';
     this.notify('session.state', { state: 'active', ts_mono_ns: this.clock(now), reason: 'resumed' });
-    this.host.note('resumed', this);
-    for (const g of this.grants.values()) this.host.startChannel(this, g.channel_id);
-    return replay.length;
+    this.out.push({ kind: 'resumed', replayed: replay.length });
+    this.startChannels(this.grants.names());
+    return this.flush();
   }
 
   private ready(resumed: boolean): Record<string, unknown> {
     const f = this.host.readyFields();
-    this.hb = f.heartbeat_interval_ms;
-    return {
-      session_id: this.session_id,
-      session_token: this.token,
-      reconnect_window_ms: f.reconnect_window_ms,
-      heartbeat_interval_ms: f.heartbeat_interval_ms,
-      granted: { channels: this.grantList(), action_types: [], admin: [], envelopes: [] },
-      stream_endpoints: this.host.endpoints(this.conn!.publicBase),
-      ...(f.clock_anchor !== undefined ? { clock_anchor: f.clock_anchor } : {}),
-      ...(f.tick !== undefined ? { tick: f.tick } : {}),
-      ...(resumed ? { safe_state: false } : {}),
-    };
+    this.live.heartbeatMs = f.heartbeat_interval_ms;
+    const endpoints = this.host.endpoints(this.conn!.publicBase);
+    return readyResult(this, f, this.grants.list(), endpoints, resumed);
   }
 
-  private refuseOpen(id: JsonRpcId, error: ReturnType<typeof awpError>): void {
+  private refuseOpen(id: JsonRpcId, error: RpcErrorObject): void {
     this.send(errorText(id, error));
-    this.host.note('refused', this, error.message);
+    this.out.push({ kind: 'note', event: 'refused', detail: error.message });
     this.state = 'closed';
     this.conn = null;
-    this.sub = null;
-    this.host.ended(this);
+    this.out.push({ kind: 'release', flush: false }, { kind: 'ended' });
   }
 
-  private attach(conn: ObserverConnection, now: number): void {
+  private attach(conn: C, now: number): void {
     this.conn = conn;
-    this.lastHeard = now;
-    this.lastPing = now;
-    this.lastTelemetry = now;
-    const sub = new Subscriber(
-      conn.sink,
-      this.limits.high_water_bytes,
-      this.limits.max_queued_bytes,
-      this.host.frameObserver,
-    );
-    for (const g of this.grants.values()) sub.subscribe(g, this.positions.get(g.channel_id));
-    this.sub = sub;
+    this.live.attached(now);
+    this.out.push({ kind: 'attach', conn, channels: [...this.grants.values()] });
+  }
+
+  /** Asks the hub to carry what this observer wants (the last effect of its batch). */
+  private ask(a: Asked<C>): void {
+    const ref = this.nextRef++;
+    this.asked.set(ref, a);
+    this.out.push({ kind: 'ensure-channels', ref, wants: this.grants.wanted() });
+  }
+
+  /** The first frame on a channel is its current keyframe (AWP-OBS-004/005). */
+  private startChannels(names: Iterable<string>): void {
+    for (const name of names) {
+      const g = this.grants.get(name);
+      if (g !== undefined) this.out.push({ kind: 'start-channel', channel_id: g.channel_id });
+    }
   }
 
   // ------------------------------------------------------------------ the observer's messages
 
-  fromAgent(text: string, now: number): void {
-    if (this.conn === null) return;
-    this.lastHeard = now;
-    const msg = parseMessage(text);
+  fromAgent(text: string, now: number): readonly ObserverEffect<C>[] {
+    if (this.conn === null) return EMPTY;
+    this.live.lastHeard = now;
+    this.message(text, now);
+    return this.flush();
+  }
+
+  private message(text: string, now: number): void {
+    const msg = parseMessage(text, this.host.maxJsonDepth);
     if (msg.kind === 'invalid') {
       if (!msg.wasResponse) this.send(errorText(msg.id, msg.error));
       return;
@@ -216,196 +184,71 @@ export class ObserverSession {
       // AWP-CTL-009: answer, end the session, close with 1002.
       if (msg.kind === 'request')
         this.send(errorText(msg.id, awpError('AWP_INTEGER_RANGE', `${violation} exceeds 2^53 - 1`)));
-      this.close('protocol_error', now, 1002, 'AWP_INTEGER_RANGE');
-      return;
+      return this.end('protocol_error', now, 1002, 'AWP_INTEGER_RANGE');
     }
-    if (msg.kind === 'notification') {
-      if (msg.method === 'cmd.frame') return; // observers have no command channels
-      return; // obs.report and vendor notifications are accepted (AWP-OBS-007)
-    }
-    if (msg.kind !== 'request') return; // pongs to the edge's pings: liveness only
+    // Notifications (obs.report and vendor ones are accepted, AWP-OBS-007; observers have no command
+    // channels, so cmd.frame is ignored too) and pongs to the edge's pings (liveness only) need nothing.
+    if (msg.kind !== 'request') return;
     const id = msg.id;
     const p = (msg.params ?? {}) as Record<string, unknown>;
     switch (msg.method) {
       case 'ping':
-        if (typeof p.last_status_seq === 'number') this.journal.acknowledge(p.last_status_seq);
-        return this.pong(id, p.origin_ns, now);
+        if (p.last_status_seq !== undefined) {
+          if (!isCount(p.last_status_seq))
+            return this.send(errorText(id, invalidParams('last_status_seq must be a non-negative integer')));
+          this.acknowledge(p.last_status_seq);
+        }
+        return this.send(pongText(id, { origin_ns: p.origin_ns }, this.clock(now)));
       case 'initialize':
       case 'world.manifest':
         return this.send(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${this.host.manifestJson()}}`);
-      case 'session.open':
-      case 'session.resume':
-        return this.send(
-          errorText(id, awpError('AWP_SESSION_EXISTS', 'this connection already carries a session')),
-        );
       case 'session.close':
         // The result follows `session.state: closed` (AWP-SES-011), before the session lets go of the connection.
-        return this.close(
-          'session_closed',
-          now,
-          1000,
-          'session closed',
-          JSON.stringify({ jsonrpc: '2.0', id, result: {} }),
-        );
+        return this.end('session_closed', now, 1000, 'session closed', resultText(id, {}));
       case 'obs.subscribe':
         return this.subscribe(id, p);
       case 'obs.unsubscribe':
         return this.unsubscribe(id, p);
-      case 'action.submit':
-      case 'world.snapshot':
-      case 'world.restore':
-      case 'world.reset':
-      case 'session.transfer':
-      case 'task.update':
-        return this.send(
-          errorText(id, awpError('AWP_FORBIDDEN', 'observer sessions cannot act (AWP-EMB-004)')),
-        );
-      case 'world.tick':
-        return this.send(
-          errorText(id, awpError('AWP_TICK_NOT_AUTHORIZED', 'observer sessions have no tick authority')),
-        );
-      case 'action.cancel':
-      case 'action.status':
-        return this.send(errorText(id, awpError('AWP_ACTION_UNKNOWN', 'observer sessions have no actions')));
       default:
-        return this.send(
-          errorText(id, { code: -32601, message: 'Method not found', data: { detail: msg.method } }),
-        );
+        return this.send(errorText(id, refusal(msg.method)));
     }
   }
 
-  private pong(id: JsonRpcId, origin: unknown, now: number): void {
-    const at = this.clock(now);
-    this.send(
-      JSON.stringify({
-        jsonrpc: '2.0',
-        id,
-        result: { origin_ns: typeof origin === 'number' ? origin : 0, receive_ns: at, transmit_ns: at },
-      }),
-    );
+  /**
+   * The observer processed everything up to `status_seq`. Clamped to what this session sent: an
+   * acknowledgement beyond it would raise the journal's high-water mark, and the notifications that
+   * follow would never be journaled (a resume could not replay them).
+   */
+  private acknowledge(status_seq: number): void {
+    if (isCount(status_seq)) this.journal.acknowledge(Math.min(status_seq, this.seq));
   }
 
   private subscribe(id: JsonRpcId, p: Record<string, unknown>): void {
-    const requested = Array.isArray(p.channels)
-      ? (p.channels as { channel?: unknown; rate_hz?: unknown }[])
-      : [];
-    const problem = this.checkChannels(requested);
-    if (problem !== null) return this.send(errorText(id, problem));
-    const added: string[] = [];
-    for (const r of requested) {
-      const name = r.channel as string;
-      if (!this.wants.has(name)) added.push(name);
-      this.wants.set(name, { rate_hz: typeof r.rate_hz === 'number' ? r.rate_hz : null });
-    }
-    const conn = this.conn;
-    this.host.ensureChannels(this.wantList(), (ok) => {
-      if (this.conn !== conn || this.state === 'closed') return;
-      if (!ok)
-        return this.send(
-          errorText(id, awpError('AWP_CHANNEL_UNKNOWN', 'the world did not grant the channel')),
-        );
-      this.regrant();
-      this.send(JSON.stringify({ jsonrpc: '2.0', id, result: { granted: this.grantList() } }));
-      // The first frame on a new channel is its current keyframe (AWP-OBS-004/005).
-      for (const name of added) {
-        const g = this.grants.get(name);
-        if (g !== undefined) this.host.startChannel(this, g.channel_id);
-      }
-    });
+    const requested = requestedChannels(p.channels, this.host, this.modalities);
+    if (!Array.isArray(requested)) return this.send(errorText(id, requested));
+    this.ask({ kind: 'subscribe', conn: this.conn!, id, added: this.grants.want(requested) });
+  }
+
+  private subscribed(id: JsonRpcId, ok: boolean, added: readonly string[]): void {
+    if (!ok) return this.send(errorText(id, notGranted('subscribe')));
+    this.regrant();
+    this.send(resultText(id, { granted: this.grants.list() }));
+    this.startChannels(added);
   }
 
   private unsubscribe(id: JsonRpcId, p: Record<string, unknown>): void {
-    const names = Array.isArray(p.channels) ? (p.channels as unknown[]) : [];
-    for (const n of names) {
-      if (typeof n !== 'string' || this.host.channelDecl(n) === undefined) {
-        return this.send(errorText(id, awpError('AWP_CHANNEL_UNKNOWN', `${String(n)} is not declared`)));
-      }
-    }
-    for (const n of names as string[]) this.wants.delete(n);
+    const names = unsubscribeNames(p.channels, this.host);
+    if (!Array.isArray(names)) return this.send(errorText(id, names));
+    this.grants.unwant(names);
     this.regrant();
-    this.send(JSON.stringify({ jsonrpc: '2.0', id, result: { granted: this.grantList() } }));
-    this.host.subscriptionsChanged(); // other observers are unaffected (AWP-MA-004)
-  }
-
-  /** 2007 for undeclared channels, 4001 for ones whose modality this agent did not declare (AWP-NEG-004). */
-  private checkChannels(
-    requested: readonly { channel?: unknown; rate_hz?: unknown }[],
-  ): ReturnType<typeof awpError> | null {
-    for (const r of requested) {
-      const decl = typeof r.channel === 'string' ? this.host.channelDecl(r.channel) : undefined;
-      if (decl === undefined) return awpError('AWP_CHANNEL_UNKNOWN', `${String(r.channel)} is not declared`);
-      if (!this.modalities.includes(decl.modality)) {
-        return awpError(
-          'AWP_FORBIDDEN',
-          `${decl.id} carries ${decl.modality}, which the agent did not declare it consumes`,
-        );
-      }
-    }
-    return null;
-  }
-
-  /**
-   * What the hub must carry for this observer: its desired rates, not capped by what the hub holds now,
-   * so an observer asking more than the others makes the hub re-rate upstream (the union at the highest rate).
-   */
-  private wantList(): { channel: string; rate_hz: number | null }[] {
-    return [...this.wants].map(([channel, w]) => ({
-      channel,
-      rate_hz: this.desiredRate(channel, w.rate_hz),
-    }));
-  }
-
-  /** At most what it asked, what the world declared, and its max_obs_rate_hz; reliable: the declared rate. */
-  private desiredRate(channel: string, requested: number | null): number | null {
-    const decl = this.host.channelDecl(channel);
-    if (decl === undefined || decl.rate_hz === null) return null;
-    if (decl.loss_class === 'reliable') return decl.rate_hz;
-    let rate = Math.min(requested ?? decl.rate_hz, decl.rate_hz);
-    if (this.maxObsRateHz !== undefined) rate = Math.min(rate, this.maxObsRateHz);
-    return rate;
-  }
-
-  /**
-   * The rate this observer gets: its desired rate, capped by what the world granted the hub; reliable
-   * channels are never downsampled (that would be loss), so they come at the hub's rate; per-tick
-   * channels have none.
-   */
-  private grantedRate(channel: string, requested: number | null): number | null {
-    const desired = this.desiredRate(channel, requested);
-    if (desired === null) return null;
-    const upstream = this.host.upstreamGrant(channel)?.rate_hz ?? null;
-    if (this.host.channelDecl(channel)?.loss_class === 'reliable') return upstream ?? desired;
-    return upstream === null ? desired : Math.min(desired, upstream);
+    this.send(resultText(id, { granted: this.grants.list() }));
+    this.out.push({ kind: 'subscriptions-changed' }); // other observers are unaffected (AWP-MA-004)
   }
 
   /** Recomputes the exact grant list (AWP-NEG-001) from what is wanted and what the hub holds. */
   private regrant(): void {
-    const grants = new Map<string, SubscribedChannel>();
-    for (const [name, w] of this.wants) {
-      const decl = this.host.channelDecl(name);
-      const up = this.host.upstreamGrant(name);
-      if (decl === undefined || up === undefined) continue;
-      const rate = this.grantedRate(name, w.rate_hz);
-      grants.set(name, {
-        name,
-        channel_id: up.channel_id,
-        rate_hz: rate,
-        latest_wins: decl.loss_class === 'latest-wins',
-        per_tick: rate === null,
-        stale_after_ms: decl.stale_after_ms ?? (decl.rate_hz ? 2000 / decl.rate_hz : 1000),
-      });
-    }
-    for (const old of this.grants.values()) if (!grants.has(old.name)) this.sub?.unsubscribe(old.channel_id);
-    for (const g of grants.values()) this.sub?.subscribe(g);
-    this.grants = grants;
-  }
-
-  private grantList(): { channel: string; rate_hz: number | null; channel_id: number }[] {
-    return [...this.grants.values()].map((g) => ({
-      channel: g.name,
-      rate_hz: g.rate_hz,
-      channel_id: g.channel_id,
-    }));
+    const removed = this.grants.regrant();
+    this.out.push({ kind: 'channels', grants: [...this.grants.values()], removed });
   }
 
   /** Channel ids and rates this observer needs from the hub. */
@@ -416,135 +259,129 @@ export class ObserverSession {
   // ------------------------------------------------------------------ world events, frames, timers
 
   /** A world.event of the shared upstream session, re-sequenced into this session (AWP-EVT-001). */
-  worldEvent(params: Record<string, unknown>): void {
-    if (this.state === 'closed' || this.state === 'opening') return;
+  worldEvent(params: Record<string, unknown>): readonly ObserverEffect<C>[] {
+    if (this.state === 'closed' || this.state === 'opening') return EMPTY;
     const rest = { ...params };
     delete rest.status_seq;
     this.notify('world.event', rest);
+    return this.flush();
   }
 
   /** The reliable channel could not be delivered for longer than its stale_after_ms (AWP-SAF-009). */
-  channelDegraded(channel: SubscribedChannel, now: number): void {
-    if (this.state === 'closed') return;
-    this.notify('world.event', {
-      event: 'channel_degraded',
-      ts_mono_ns: this.clock(now),
-      detail: { channel: channel.name, channel_id: channel.channel_id, cause: 'subscriber stream overflow' },
-    });
+  channelDegraded(channel: SubscribedChannel, now: number): readonly ObserverEffect<C>[] {
+    if (this.state === 'closed') return EMPTY;
+    const { name, channel_id } = channel;
+    const detail = { channel: name, channel_id, cause: 'subscriber stream overflow' };
+    this.notify('world.event', { event: 'channel_degraded', ts_mono_ns: this.clock(now), detail });
+    return this.flush();
   }
 
   /** Called after a frame reached this observer: the first one makes the session active. */
-  firstActivity(now: number): void {
-    if (this.state !== 'ready') return;
+  firstActivity(now: number): readonly ObserverEffect<C>[] {
+    if (this.state !== 'ready') return EMPTY;
     this.state = 'active';
     this.notify('session.state', { state: 'active', ts_mono_ns: this.clock(now), reason: 'first_activity' });
+    return this.flush();
   }
 
-  tickTimers(now: number): void {
-    if (this.state === 'closed' || this.state === 'opening') return;
+  tickTimers(now: number): readonly ObserverEffect<C>[] {
+    if (this.state === 'closed' || this.state === 'opening') return EMPTY;
     if (this.conn === null) {
-      const window = this.host.readyFields().reconnect_window_ms;
-      if (now - this.suspendedAt >= window) this.close('window_expired', now);
-      return;
+      if (this.live.windowExpired(now, this.host.readyFields().reconnect_window_ms))
+        this.end('window_expired', now);
+    } else if (this.live.silent(now)) {
+      this.drop(1001, 'heartbeat lost', now);
+    } else {
+      if (this.live.pingDue(now)) this.send(heartbeatPing(now, this.clock(now)));
+      // In streaming, over what this observer got.
+      const window_ms = this.host.mode === 'streaming' ? this.live.telemetryDue(now) : null;
+      if (window_ms !== null) this.out.push({ kind: 'telemetry', window_ms });
     }
-    if (this.hb > 0) {
-      if (now - this.lastHeard >= 3 * this.hb) {
-        // Three silent intervals: the connection is lost (AWP-SAF-002).
-        const c = this.conn;
-        this.detach('connection_lost', now);
-        c.close(1001, 'heartbeat lost');
-        return;
-      }
-      if (now - this.lastPing >= this.hb) {
-        this.lastPing = now;
-        this.send(
-          JSON.stringify({
-            jsonrpc: '2.0',
-            id: `${HB_ID}${Math.round(now)}`,
-            method: 'ping',
-            params: { origin_ns: this.clock(now) },
-          }),
-        );
-      }
-    }
-    if (this.host.mode === 'streaming' && now - this.lastTelemetry >= 1000) this.telemetry(now);
+    return this.flush();
   }
 
-  /** session.telemetry at least once a second in streaming (AWP-TIM-006), over what this observer got. */
-  private telemetry(now: number): void {
-    const window_ms = Math.max(1, Math.round(now - this.lastTelemetry));
-    this.lastTelemetry = now;
-    const channels: Record<string, unknown> = {};
-    const taken = this.sub?.takeTelemetry();
-    for (const [id, stats] of taken?.channels ?? []) {
-      if (stats !== undefined) channels[String(id)] = stats;
-    }
-    // Over every observation frame sent in the window, all channels together (AWP-TIM-006).
-    const all = taken?.overall;
-    this.send(
-      JSON.stringify({
-        jsonrpc: '2.0',
-        method: 'session.telemetry',
-        params: { window_ms, ...(all !== undefined ? { observation_latency_ns: all, channels } : {}) },
-      }),
-    );
-  }
-
-  /** The observer's control connection closed. */
-  connectionLost(now: number): void {
-    if (this.conn === null) return;
+  /** A control connection closed: the session's, or one a resume replaced (then nothing changes). */
+  connectionLost(conn: C, now: number): readonly ObserverEffect<C>[] {
+    if (this.conn === null || this.conn !== conn) return EMPTY;
     this.detach('connection_lost', now);
+    return this.flush();
+  }
+
+  /** The shell could not queue a `send` (the control connection's queue is full): it is lost, closed 1008. */
+  sendQueueFull(): readonly ObserverEffect<C>[] {
+    if (this.conn === null) return EMPTY;
+    this.drop(1008, 'send queue full', this.live.lastHeard);
+    return this.flush();
+  }
+
+  /** Suspends the session and closes the connection it lost. */
+  private drop(code: number, reason: string, now: number): void {
+    const conn = this.conn!;
+    this.detach('connection_lost', now);
+    this.out.push({ kind: 'close-connection', conn, code, reason });
   }
 
   private detach(reason: 'connection_lost' | 'connection_replaced', now: number): void {
     if (this.state === 'closed') return;
-    this.sub?.closeStream(1001, 'session suspended');
-    if (this.sub !== null) this.positions = this.sub.positions();
+    this.out.push({ kind: 'release', stream: { code: 1001, reason: 'session suspended' }, flush: false });
     this.conn = null;
-    this.sub = null;
-    this.suspendedAt = now;
-    if (this.state === 'opening') {
-      this.close('connection_lost', now);
-      return;
-    }
+    this.live.suspended(now);
+    if (this.state === 'opening') return this.end('connection_lost', now);
     this.state = 'suspended';
     this.notify('session.state', { state: 'suspended', ts_mono_ns: this.clock(now), reason });
-    this.host.note('suspended', this, reason);
+    this.out.push({ kind: 'note', event: 'suspended', detail: reason });
   }
 
-  close(reason: string, now: number, code = 1000, closeReason = 'session closed', finalText?: string): void {
+  /** Ends the session (its hub's upstream session failed, the observer overflowed, shutdown). */
+  close(
+    reason: string,
+    now: number,
+    code = 1000,
+    closeReason = 'session closed',
+  ): readonly ObserverEffect<C>[] {
+    this.end(reason, now, code, closeReason);
+    return this.flush();
+  }
+
+  private end(
+    reason: string,
+    now: number,
+    code = 1000,
+    closeReason = 'session closed',
+    finalText?: string,
+  ): void {
     if (this.state === 'closed') return;
-    const wasAttached = this.conn !== null;
-    if (wasAttached) this.notify('session.state', { state: 'closed', ts_mono_ns: this.clock(now), reason });
+    if (this.conn !== null)
+      this.notify('session.state', { state: 'closed', ts_mono_ns: this.clock(now), reason });
     if (finalText !== undefined) this.send(finalText);
     this.state = 'closed';
-    this.sub?.closeStream(1000, 'session closed');
-    // Nothing drains this outbox once the session lets go of it: hand the last messages to the engine.
-    this.sub?.control.flushAll();
-    if (code !== 1000 && this.conn !== null) this.conn.close(code, closeReason);
+    // Nothing drains the control queue once the session lets go of it: hand the last messages to the engine.
+    this.out.push({ kind: 'release', stream: { code: 1000, reason: 'session closed' }, flush: true });
+    if (code !== 1000 && this.conn !== null)
+      this.out.push({ kind: 'close-connection', conn: this.conn, code, reason: closeReason });
     this.conn = null;
-    this.sub = null;
-    this.host.note('closed', this, reason);
-    this.host.ended(this);
+    this.out.push({ kind: 'note', event: 'closed', detail: reason }, { kind: 'ended' });
   }
 
   // ------------------------------------------------------------------ plumbing
 
   private notify(method: string, params: Record<string, unknown>): void {
     const status_seq = ++this.seq;
-    const text = JSON.stringify({ jsonrpc: '2.0', method, params: { ...params, status_seq } });
+    const text = notificationText(method, { ...params, status_seq });
     this.journal.append(status_seq, text);
     this.journal.markDurable(status_seq);
     this.send(text);
   }
 
   private send(text: string): void {
-    if (this.sub === null || this.conn === null) return;
-    if (this.sub.control.push(text, false) === 'overflow') {
-      const c = this.conn;
-      this.detach('connection_lost', this.lastHeard);
-      c.close(1008, 'send queue full');
-    }
+    if (this.conn !== null) this.out.push({ kind: 'send', text });
+  }
+
+  private flush(): readonly ObserverEffect<C>[] {
+    if (this.out.length === 0) return EMPTY;
+    const out = this.out;
+    this.out = [];
+    return out;
   }
 
   private clock(now: number): number {

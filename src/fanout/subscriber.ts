@@ -4,11 +4,12 @@
  * hub's shared buffers: a binary frame is written as is to every stream subscriber, an inline frame's
  * text is encoded once and shared (zero-copy fan-out).
  */
-import { Outbox, type FrameNote, type OutboxObserver, type Sink } from './outbox.js';
+import { Outbox, type FrameNote, type OutboxObserver, type Sink } from '../transport/outbox.js';
 import { FLAG_KEYFRAME } from '../protocol/frame.js';
 import { asResync, inlineText, type HubFrame } from './keyframe-cache.js';
 import { RateGate } from './rate-gate.js';
 import { LatencyWindow, summarise, type LatencyStats } from './latency-window.js';
+import type { FrameTap } from './observer-tap.js';
 
 export interface SubscribedChannel {
   readonly name: string;
@@ -53,6 +54,8 @@ export class Subscriber {
   /** Whether a stream connection ever carried this session's channels (then never inline again, AWP-TRN-012). */
   private streamed = false;
   readonly control: Outbox;
+  /** The flight recorder's, when it records this session: told of every frame delivered (issue 14). */
+  frameTap: FrameTap | undefined;
 
   constructor(controlSink: Sink, highWaterBytes: number, maxQueuedBytes: number, observer?: OutboxObserver) {
     this.control = new Outbox(controlSink, highWaterBytes, maxQueuedBytes, observer);
@@ -169,6 +172,7 @@ export class Subscriber {
     if (frame.ts_send_ns !== undefined) {
       c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
     }
+    this.frameTap?.(frame, this.stream !== null);
     if (this.stream !== null) {
       return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
     }

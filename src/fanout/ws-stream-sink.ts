@@ -1,6 +1,6 @@
 import type { ServerConnection } from '../transport/engine.js';
 import type { HubFrame } from './keyframe-cache.js';
-import { Outbox, type FrameNote, type OutboxObserver } from './outbox.js';
+import { Outbox, type FrameNote, type OutboxObserver } from '../transport/outbox.js';
 import type { StreamSink } from './subscriber.js';
 
 /**

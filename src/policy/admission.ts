@@ -9,7 +9,6 @@
  */
 
 import { awpError, type RpcErrorObject } from '../protocol/errors.js';
-import type { RelaySession } from '../relay/relay-session.js';
 
 /** Spacing the edge forgives between its receipt and the world's (ns). */
 const JITTER_NS = 2_000_000;
@@ -54,6 +53,22 @@ export class AdmissionLimiter {
   }
 }
 
+/**
+ * A session's admission state: the session owns one (a relay session holds it) and the gate and clock
+ * functions below read and update it, so policy needs nothing else of the session.
+ */
+export class SessionAdmission {
+  /** Admission limiters of the granted envelopes, by embodiment (AWP-ENV-004). */
+  limiters = new Map<string, AdmissionLimiter>();
+  /** Action ids the world admitted: identical resubmissions are not rate-limited (AWP-ACT-001). */
+  readonly admitted = new Set<string>();
+  /** Lockstep: the newest session-clock value seen from the world, and whether an advance outran it. */
+  simNow: number | undefined;
+  simNowUncertain = false;
+
+  constructor(readonly mode: 'lockstep' | 'streaming') {}
+}
+
 /** Limiters for a session's granted envelopes, by embodiment. */
 export function limitersFor(envelopes: unknown): Map<string, AdmissionLimiter> {
   const out = new Map<string, AdmissionLimiter>();
@@ -81,7 +96,7 @@ export class AdmissionGate {
 
   /** null to forward the submission, or the error the edge answers it with (4002, retryable). */
   check(
-    session: RelaySession | null,
+    session: SessionAdmission | null,
     requestKey: string,
     params: unknown,
     nowMs: number,
@@ -112,7 +127,7 @@ export class AdmissionGate {
   }
 
   /** The world answered a submission: `result` when admitted, undefined when refused. */
-  answered(session: RelaySession | null, requestKey: string, result: unknown): void {
+  answered(session: SessionAdmission | null, requestKey: string, result: unknown): void {
     const submit = this.submits.get(requestKey);
     if (submit === undefined || session === null) return;
     this.submits.delete(requestKey);
@@ -124,20 +139,20 @@ export class AdmissionGate {
       ?.answered(
         requestKey,
         admitted,
-        session.record.mode === 'lockstep' && typeof received === 'number' ? received : undefined,
+        session.mode === 'lockstep' && typeof received === 'number' ? received : undefined,
       );
   }
 }
 
 /** The session clock as the edge knows it: real time in streaming, the world's stamps in lockstep. */
-function sessionClock(session: RelaySession, nowMs: number): number | undefined {
-  if (session.record.mode === 'streaming') return Math.round(nowMs * 1e6);
+function sessionClock(session: SessionAdmission, nowMs: number): number | undefined {
+  if (session.mode === 'streaming') return Math.round(nowMs * 1e6);
   return session.simNowUncertain ? undefined : session.simNow;
 }
 
 /** Lockstep: follows the simulated clock in what the world stamps (AWP-TIM-013). */
-export function observeSimClock(session: RelaySession | null, params: unknown): void {
-  if (session === null || session.record.mode !== 'lockstep') return;
+export function observeSimClock(session: SessionAdmission | null, params: unknown): void {
+  if (session === null || session.mode !== 'lockstep') return;
   const ts = (params as { ts_mono_ns?: unknown } | undefined)?.ts_mono_ns;
   if (typeof ts === 'number' && (session.simNow === undefined || ts > session.simNow)) {
     session.simNow = ts;

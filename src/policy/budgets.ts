@@ -117,9 +117,13 @@ export class CredentialBudgets {
     private readonly violated: (kind: BudgetKind, budget: AgentBudget, firstInEpisode: boolean) => void,
   ) {}
 
+  /** Connections open now on a credential (0 for one never seen); creates no budget. */
+  connectionsOf(credential: string): number {
+    return this.byCredential.get(keyOf(credential))?.connections ?? 0;
+  }
+
   for(credential: string | undefined): AgentBudget {
-    const key =
-      credential === undefined ? 'anonymous' : createHash('sha256').update(credential).digest('hex');
+    const key = credential === undefined ? 'anonymous' : keyOf(credential);
     let b = this.byCredential.get(key);
     if (b === undefined) {
       const id = credential === undefined ? 'anonymous' : `[redacted:sha256:${key.slice(0, 8)}]`;
@@ -128,6 +132,10 @@ export class CredentialBudgets {
     }
     return b;
   }
+}
+
+function keyOf(credential: string): string {
+  return createHash('sha256').update(credential).digest('hex');
 }
 
 /** The close code for a budget a connection exceeded mid-stream. */

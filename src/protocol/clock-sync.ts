@@ -33,3 +33,17 @@ export class ClockEstimate {
     return this.best;
   }
 }
+
+/**
+ * The answer to a `ping` (AWP-CTL-004) from a peer that answers at once: its clock `stamp_ns` as both
+ * receive and transmit time, and the ping's `origin_ns` echoed (0 when the ping carried none).
+ */
+export function pongText(id: string | number, params: unknown, stamp_ns: number): string {
+  const origin = (params as { origin_ns?: unknown } | null | undefined)?.origin_ns;
+  const origin_ns = typeof origin === 'number' ? origin : 0;
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    result: { origin_ns, receive_ns: stamp_ns, transmit_ns: stamp_ns },
+  });
+}

@@ -62,6 +62,8 @@ export interface RpcInvalid {
    * unidentifiable texts, but a receiver should log rather than answer a broken response.
    */
   readonly wasResponse: boolean;
+  /** Refused for its nesting depth before it was parsed (see nestsDeeperThan). */
+  readonly tooDeep?: true;
 }
 
 export type ParseOutcome = RpcMessage | RpcInvalid;
@@ -90,8 +92,41 @@ function invalid(
   };
 }
 
-/** Parses one control-channel text. Never throws. */
-export function parseMessage(text: string): ParseOutcome {
+/** Nesting allowed by default: AWP messages need about 10 levels; vendor params get room to spare. */
+export const DEFAULT_MAX_JSON_DEPTH = 64;
+
+/**
+ * Whether a JSON text nests arrays/objects deeper than `limit`. One pass over the text, no allocation:
+ * it runs before JSON.parse, so nothing (parse, stringify, schema walks) ever recurses into a hostile depth.
+ */
+export function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
+
+/**
+ * Parses one control-channel text. Never throws. A text nesting deeper than `maxDepth` is refused
+ * (-32600) before it is parsed.
+ */
+export function parseMessage(text: string, maxDepth = DEFAULT_MAX_JSON_DEPTH): ParseOutcome {
+  if (nestsDeeperThan(text, maxDepth)) {
+    return {
+      ...invalid(text, 'INVALID_REQUEST', `message nests deeper than ${maxDepth} levels`, null),
+      tooDeep: true,
+    };
+  }
   let value: unknown;
   try {
     value = JSON.parse(text) as unknown;

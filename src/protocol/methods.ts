@@ -172,11 +172,3 @@ export function maySend(method: string, part: 'request' | 'notification', sender
   const form = part === 'request' ? spec?.request : spec?.notification;
   return form !== undefined && allows(form.direction, sender);
 }
-
-/** Whether this form of the method assigns a new `status_seq` (notifications, or submit/cancel results). */
-export function carriesStatusSeq(method: string, part: MessagePart): boolean {
-  const spec = BY_NAME.get(method);
-  if (part === 'notification') return spec?.notification?.carriesStatusSeq ?? false;
-  if (part === 'result') return spec?.request?.resultCarriesStatusSeq ?? false;
-  return false;
-}

@@ -9,8 +9,8 @@ export function channelTable(manifest: unknown): ManifestChannels {
   const m = manifest as { observation_channels?: unknown; command_channels?: unknown } | null;
   for (const list of [m?.observation_channels, m?.command_channels]) {
     if (!Array.isArray(list)) continue;
-    for (const c of list as { id?: unknown; loss_class?: unknown; rate_hz?: unknown }[]) {
-      if (typeof c.id !== 'string') continue;
+    for (const c of list as ({ id?: unknown; loss_class?: unknown; rate_hz?: unknown } | null)[]) {
+      if (typeof c !== 'object' || c === null || typeof c.id !== 'string') continue;
       table.set(c.id, {
         latest_wins: c.loss_class === 'latest-wins',
         rate_hz: typeof c.rate_hz === 'number' ? c.rate_hz : null,
@@ -27,7 +27,8 @@ export function grantedChannels(table: ManifestChannels, granted: unknown): Map<
     (granted as { channels?: unknown; granted?: unknown } | null)?.channels ??
     (granted as { granted?: unknown } | null)?.granted;
   if (!Array.isArray(list)) return out;
-  for (const g of list as { channel?: unknown; channel_id?: unknown; rate_hz?: unknown }[]) {
+  for (const g of list as ({ channel?: unknown; channel_id?: unknown; rate_hz?: unknown } | null)[]) {
+    if (typeof g !== 'object' || g === null) continue;
     if (typeof g.channel !== 'string' || typeof g.channel_id !== 'number') continue;
     const decl = table.get(g.channel);
     out.set(g.channel_id, {

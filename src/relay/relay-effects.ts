@@ -4,8 +4,9 @@
  */
 import type { RpcErrorObject } from '../protocol/errors.js';
 import type { JsonRpcId } from '../protocol/jsonrpc.js';
-import type { JournalEntry } from './journal.js';
-import type { RelaySession, StreamEndpoint } from './relay-session.js';
+import type { JournalEntry } from '../session/journal.js';
+import type { RelaySession } from './relay-session.js';
+import type { StreamEndpoint } from '../session/stream-endpoint.js';
 
 /** What the relay needs from its route (world). */
 export interface RelayRoute {
@@ -32,6 +33,8 @@ export interface RelayRoute {
    * `safety.approval_requested` and may answer `safety.approval.respond`; agents may do neither.
    */
   readonly approver: boolean;
+  /** Control messages nesting deeper are refused before they are parsed (default: DEFAULT_MAX_JSON_DEPTH). */
+  readonly maxJsonDepth?: number;
 }
 
 export type RelayEffect =
@@ -58,7 +61,11 @@ export type RelayEffect =
   | { kind: 'rpc-done'; method: string; sent_at: number; outcome: 'ok' | 'error' }
   | { kind: 'resumed'; session: RelaySession; replayed: number }
   | { kind: 'rejected'; reason: string }
-  | { kind: 'dropped'; what: string; detail: string };
+  /** A message not relayed: counted by `reason` (a bounded label), `detail` for the debug log. */
+  | { kind: 'dropped'; from: 'agent' | 'world'; reason: DropReason; detail: string };
+
+export type DropReason =
+  'invalid' | 'too_deep' | 'unknown_response_id' | 'redelivered' | 'approval_request' | 'integer_range';
 
 /** How an inline frame is scheduled (latest-wins frames may be replaced while the socket is busy), and what it is. */
 export interface FrameRoute {

@@ -1,16 +1,8 @@
-import type { RelaySessionRecord, StoredSession } from '../store/session-store.js';
+import type { RelaySessionRecord, StoredSession } from '../session/session-store.js';
 import { ClockEstimate } from '../protocol/clock-sync.js';
-import type { AdmissionLimiter } from '../policy/admission.js';
-import { ReplayJournal } from './journal.js';
-
-/** A world's `stream_endpoints` entry, as the world sent it (AWP-TRN-004). */
-export interface StreamEndpoint {
-  binding: string;
-  url?: string;
-  channels?: number[];
-  max_frame_bytes?: number;
-  [key: string]: unknown;
-}
+import { SessionAdmission } from '../policy/admission.js';
+import { ReplayJournal } from '../session/journal.js';
+import type { StreamEndpoint } from '../session/stream-endpoint.js';
 
 /** What the edge knows of one granted channel (for latest-wins slots and stream relaying). */
 export interface ChannelInfo {
@@ -35,13 +27,8 @@ export class RelaySession {
   closed = false;
   /** The edge's estimate of the upstream session clock, from the agent's own pings. */
   readonly clock = new ClockEstimate();
-  /** Admission limiters of the granted envelopes, by embodiment (AWP-ENV-004). */
-  limiters = new Map<string, AdmissionLimiter>();
-  /** Action ids the world admitted: identical resubmissions are not rate-limited (AWP-ACT-001). */
-  readonly admitted = new Set<string>();
-  /** Lockstep: the newest session-clock value seen from the world, and whether an advance outran it. */
-  simNow: number | undefined;
-  simNowUncertain = false;
+  /** Admission state (limiters, admitted actions, lockstep clock): the policy layer's, held here. */
+  readonly admission: SessionAdmission;
   /** This replica's fencing token for the session's store writes (see SessionStore). */
   fence = 1;
   /** Granted channels by channel_id (from session.ready and subscribe results). */
@@ -55,6 +42,7 @@ export class RelaySession {
     journal?: ReplayJournal,
   ) {
     this.journal = journal ?? new ReplayJournal(record.agent_ack);
+    this.admission = new SessionAdmission(record.mode);
   }
 
   /**

@@ -3,8 +3,8 @@
  * so field names are not repeated in every record and journal entry).
  */
 import { Packr } from 'msgpackr';
-import type { JournalEntry } from '../relay/journal.js';
-import type { RelaySessionRecord } from './session-store.js';
+import { MAX_STATUS_SEQ_GAP, type JournalEntry } from '../session/journal.js';
+import { CorruptRecordError, type RelaySessionRecord } from '../session/session-store.js';
 
 /** Plain msgpack (no record extension): another replica decodes it with no shared state. */
 const packr = new Packr({ useRecords: false, moreTypes: false });
@@ -35,29 +35,39 @@ export function encodeStatic(record: RelaySessionRecord): Buffer {
   return packr.pack(tuple);
 }
 
-/** Rebuilds a record from its static part and the mutable fields stored beside it. */
+/**
+ * Rebuilds a record from its static part and the mutable fields stored beside it. What the store
+ * returns is checked like any peer's bytes: anything the edge would not have written is a
+ * CorruptRecordError.
+ */
 export function decodeRecord(
   edge_token: string,
   encoded: Buffer,
-  agent_ack: number,
-  suspended_at_ms: number | null,
+  agent_ack: string,
+  suspended_at_ms: string,
 ): RelaySessionRecord {
-  const t = packr.unpack(encoded) as unknown;
+  const t = unpack(encoded, 'session record');
   if (!Array.isArray(t) || t[0] !== RECORD_VERSION || t.length !== 7) {
-    throw new Error('session record has an unknown encoding');
+    throw new CorruptRecordError('session record has an unknown encoding');
   }
   const [, route, upstream_token, session_id, mode, reconnect_window_ms, heartbeat_interval_ms] =
-    t as StaticTuple;
+    t as unknown[];
+  if (typeof route !== 'string' || typeof upstream_token !== 'string' || upstream_token === '')
+    throw new CorruptRecordError('session record: route or upstream token is not a string');
+  if (typeof session_id !== 'string')
+    throw new CorruptRecordError('session record: session_id is not a string');
+  if (mode !== 'streaming' && mode !== 'lockstep')
+    throw new CorruptRecordError('session record: mode is neither streaming nor lockstep');
   return {
     edge_token,
     route,
     upstream_token,
     session_id,
     mode,
-    reconnect_window_ms,
-    heartbeat_interval_ms,
-    agent_ack,
-    suspended_at_ms,
+    reconnect_window_ms: count(reconnect_window_ms, 'reconnect_window_ms'),
+    heartbeat_interval_ms: count(heartbeat_interval_ms, 'heartbeat_interval_ms'),
+    agent_ack: count(decimal(agent_ack), 'agent_ack'),
+    suspended_at_ms: suspended_at_ms === '' ? null : count(decimal(suspended_at_ms), 'suspended_at_ms'),
   };
 }
 
@@ -67,9 +77,44 @@ export function encodeEntry(entry: JournalEntry): Buffer {
 }
 
 export function decodeEntry(encoded: Buffer): JournalEntry {
-  const t = packr.unpack(encoded) as unknown;
-  if (!Array.isArray(t) || typeof t[0] !== 'number' || (t[1] !== null && typeof t[1] !== 'string')) {
-    throw new Error('journal entry has an unknown encoding');
+  const t = unpack(encoded, 'journal entry');
+  if (!Array.isArray(t) || t.length !== 2 || (t[1] !== null && typeof t[1] !== 'string')) {
+    throw new CorruptRecordError('journal entry has an unknown encoding');
   }
-  return { status_seq: t[0], text: t[1] as string | null };
+  const status_seq = count(t[0], 'journal status_seq');
+  if (status_seq === 0) throw new CorruptRecordError('journal status_seq 0 (status_seq starts at 1)');
+  return { status_seq, text: t[1] as string | null };
+}
+
+/**
+ * The journal as the store returned it, above the agent's acknowledgement: strictly increasing and
+ * without a gap wider than the journal fills (what ReplayJournal would refuse).
+ */
+export function checkJournal(agent_ack: number, entries: readonly JournalEntry[]): readonly JournalEntry[] {
+  let last = agent_ack;
+  for (const e of entries) {
+    if (e.status_seq <= last) continue; // acknowledged, or repeated: the journal skips it
+    if (e.status_seq - last > MAX_STATUS_SEQ_GAP)
+      throw new CorruptRecordError(`journal jumps from status_seq ${last} to ${e.status_seq}`);
+    last = e.status_seq;
+  }
+  return entries;
+}
+
+function unpack(encoded: Buffer, what: string): unknown {
+  try {
+    return packr.unpack(encoded) as unknown;
+  } catch {
+    throw new CorruptRecordError(`${what} is not msgpack`);
+  }
+}
+
+function decimal(text: string): number {
+  return /^[0-9]{1,16}$/.test(text) ? Number(text) : Number.NaN;
+}
+
+function count(v: unknown, field: string): number {
+  if (!Number.isSafeInteger(v) || (v as number) < 0)
+    throw new CorruptRecordError(`session record: ${field} is not an integer from 0 to 2^53 - 1`);
+  return v as number;
 }

@@ -1,11 +1,11 @@
-import type { JournalEntry } from '../relay/journal.js';
+import type { JournalEntry } from '../session/journal.js';
 import {
   FencedError,
   JournalGapError,
   type RelaySessionRecord,
   type SessionStore,
   type StoredSession,
-} from './session-store.js';
+} from '../session/session-store.js';
 
 interface Held {
   record: RelaySessionRecord;

@@ -18,16 +18,17 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import type { JournalEntry } from '../relay/journal.js';
-import { decodeEntry, decodeRecord, encodeEntry, encodeStatic } from './codec.js';
+import type { JournalEntry } from '../session/journal.js';
+import { checkJournal, decodeEntry, decodeRecord, encodeEntry, encodeStatic } from './codec.js';
 import * as lua from './redis-scripts.js';
 import {
+  CorruptRecordError,
   FencedError,
   JournalGapError,
   type RelaySessionRecord,
   type SessionStore,
   type StoredSession,
-} from './session-store.js';
+} from '../session/session-store.js';
 
 export interface RedisStoreOptions {
   /** redis://[user:password@]host:port[/db] or rediss:// (TLS). */
@@ -52,7 +53,11 @@ const EPOCH_BYTES = 6;
 /** The scripts registered with defineCommand; ioredis adds them as methods (and `*Buffer` variants). */
 interface Scripted {
   awpCreate(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number>;
-  awpGetBuffer(rec: string, jnl: string): Promise<[Buffer, Buffer, Buffer, Buffer, Buffer[]] | null>;
+  /** Fields are null where the hash lacks them (only a corrupted record does). */
+  awpGetBuffer(
+    rec: string,
+    jnl: string,
+  ): Promise<[Buffer, Buffer | null, Buffer | null, Buffer | null, Buffer[]] | null>;
   awpClaim(rec: string, jnl: string): Promise<number | null>;
   /** 1, -1 (fenced), or [-2, highest seq held] (a gap). */
   awpAppend(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number | [number, string]>;
@@ -163,14 +168,14 @@ export class RedisSessionStore implements SessionStore {
     const reply = await this.run('get', () => this.scripted.awpGetBuffer(rec, jnl));
     if (reply === null) return null;
     const [encoded, ack, suspended, fence, members] = reply;
-    const suspendedText = suspended.toString();
-    const record = decodeRecord(
-      edge_token,
-      encoded,
-      Number(ack.toString()),
-      suspendedText === '' ? null : Number(suspendedText),
-    );
-    return { record, journal: members.map(decodeEntry), fence: Number(fence.toString()) };
+    if (ack === null || suspended === null || fence === null)
+      throw new CorruptRecordError('the session record lacks a field');
+    const record = decodeRecord(edge_token, encoded, ack.toString(), suspended.toString());
+    const journal = checkJournal(record.agent_ack, members.map(decodeEntry));
+    const f = Number(fence.toString());
+    if (!Number.isSafeInteger(f) || f < 1)
+      throw new CorruptRecordError('the fence is not a positive integer');
+    return { record, journal, fence: f };
   }
 
   async claim(edge_token: string): Promise<number | null> {

@@ -1,6 +1,15 @@
 import type { Counter, Histogram } from 'prom-client';
-import type { FrameNote, OutboxObserver } from '../fanout/outbox.js';
 import type { Direction, EdgeMetrics, FrameOutcome } from './metrics.js';
+
+/**
+ * The note a frame carries through an outbox (transport/outbox.ts `FrameNote`). Declared here by shape:
+ * telemetry and transport are peer layers, so FrameMetrics is an `OutboxObserver` without importing it.
+ */
+interface FrameNote {
+  /** Local ms when the edge received the frame. */
+  readonly received_at: number;
+  readonly channel: string;
+}
 
 /** Above this many writes per second on a channel, forward latency is sampled uniformly. */
 const LATENCY_OBSERVATIONS_PER_SECOND = 1000;
@@ -26,8 +35,10 @@ interface Latency {
  * Prometheus scrapes, and forward latency is sampled on busy channels, so a frame written to many
  * subscribers costs no label hashing and at most a few histogram observations a millisecond.
  */
-export class FrameMetrics implements OutboxObserver {
+export class FrameMetrics {
   private readonly tallies = new Map<string, Tally>();
+  /** Frames received from the world, by channel. */
+  private readonly receipts = new Map<string, Tally>();
   private readonly latencies = new Map<string, Latency>();
 
   private constructor(
@@ -86,7 +97,8 @@ export class FrameMetrics implements OutboxObserver {
     this.count(note.channel, 'replaced', bytes);
   }
 
-  count(channel: string, outcome: FrameOutcome, bytes: number): void {
+  /** `n` frames of `bytes` bytes in all (e.g. one frame a newer one replaced for n subscribers). */
+  count(channel: string, outcome: FrameOutcome, bytes: number, n = 1): void {
     const key = `${channel}\u0000${outcome}`;
     let t = this.tallies.get(key);
     if (t === undefined) {
@@ -98,13 +110,27 @@ export class FrameMetrics implements OutboxObserver {
       };
       this.tallies.set(key, t);
     }
-    t.n++;
+    t.n += n;
     t.bytes += bytes;
   }
 
-  /** A frame the edge received from a world (before fan-out or drops). */
+  /** A frame the edge received from a world, once (before fan-out or drops): its own counter. */
   received(channel: string, bytes: number): void {
-    this.count(channel, 'received', bytes);
+    let t = this.receipts.get(channel);
+    if (t === undefined) {
+      const labels = { route: this.route, channel };
+      t = {
+        n: 0,
+        bytes: 0,
+        counters: {
+          n: this.metrics.framesReceived.labels(labels),
+          bytes: this.metrics.frameBytesReceived.labels(labels),
+        },
+      };
+      this.receipts.set(channel, t);
+    }
+    t.n++;
+    t.bytes += bytes;
   }
 
   /** World pipeline latency and staleness of an observation frame at the edge (ns on the session clock). */
@@ -124,7 +150,7 @@ export class FrameMetrics implements OutboxObserver {
 
   /** Folds the counts into prom-client (before each scrape). */
   flush(): void {
-    for (const t of this.tallies.values()) {
+    for (const t of [...this.tallies.values(), ...this.receipts.values()]) {
       if (t.n === 0) continue;
       t.counters.n.inc(t.n);
       t.counters.bytes.inc(t.bytes);

@@ -10,14 +10,46 @@ const LATENCY_BUCKETS = [
   0.5, 1, 2.5, 10,
 ];
 
-/** `received`: a frame arrived from a world (once, before fan-out); the rest are per subscriber. */
-export type FrameOutcome =
-  'received' | 'forwarded' | 'replaced' | 'downsampled' | 'dropped_slow' | 'malformed';
+/**
+ * What became of a frame for one subscriber (frames a world sends are counted once, before fan-out, in
+ * `awp_edge_frames_received_total`): the outcomes of a channel sum to its deliveries, so shares and
+ * ratios over `outcome` mean something.
+ */
+export type FrameOutcome = 'forwarded' | 'replaced' | 'downsampled' | 'dropped_slow' | 'malformed';
 export type Direction = 'world_to_agent' | 'agent_to_world';
-export type SessionKind = 'relay' | 'observer';
+
+/**
+ * Live connections by route and kind, as sets of handles: a gauge read from it at scrape time cannot
+ * drift or go negative (an inc/dec pair can, when a close is seen for an open that was not).
+ */
+export class Census {
+  private readonly live = new Map<string, { route: string; kind: string; handles: Set<object> }>();
+
+  open(handle: object, route: string, kind: string): void {
+    this.entry(route, kind).handles.add(handle);
+  }
+
+  close(handle: object, route: string, kind: string): void {
+    this.live.get(`${route}\u0000${kind}`)?.handles.delete(handle);
+  }
+
+  /** Sets the gauge from the census, 0 for every pair seen before. */
+  fill(gauge: Gauge<'route' | 'kind'>): void {
+    for (const e of this.live.values()) gauge.labels(e.route, e.kind).set(e.handles.size);
+  }
+
+  private entry(route: string, kind: string) {
+    const k = `${route}\u0000${kind}`;
+    let e = this.live.get(k);
+    if (e === undefined) this.live.set(k, (e = { route, kind, handles: new Set() }));
+    return e;
+  }
+}
 
 export class EdgeMetrics {
   readonly registry = new Registry();
+  readonly upstreamCensus = new Census();
+  readonly agentCensus = new Census();
 
   readonly forwardLatency = new Histogram({
     name: 'awp_edge_forward_latency_seconds',
@@ -43,9 +75,23 @@ export class EdgeMetrics {
     registers: [this.registry],
   });
 
+  readonly framesReceived = new Counter({
+    name: 'awp_edge_frames_received_total',
+    help: 'Frames the edge received from worlds for fan-out to observers, once per frame (before fan-out or drops).',
+    labelNames: ['route', 'channel'] as const,
+    registers: [this.registry],
+  });
+
+  readonly frameBytesReceived = new Counter({
+    name: 'awp_edge_frames_received_bytes_total',
+    help: 'Bytes of the frames in awp_edge_frames_received_total.',
+    labelNames: ['route', 'channel'] as const,
+    registers: [this.registry],
+  });
+
   readonly frames = new Counter({
     name: 'awp_edge_frames_total',
-    help: 'Frames by outcome: received from a world (once), then per subscriber forwarded, replaced, downsampled, dropped_slow or malformed.',
+    help: 'Frames per subscriber, by outcome: forwarded, replaced (latest-wins), downsampled, dropped_slow or malformed.',
     labelNames: ['route', 'channel', 'direction', 'outcome'] as const,
     registers: [this.registry],
   });
@@ -101,11 +147,12 @@ export class EdgeMetrics {
     registers: [this.registry],
   });
 
-  readonly upstreamConnections = new Gauge({
+  readonly upstreamConnections: Gauge<'route' | 'kind'> = new Gauge({
     name: 'awp_edge_upstream_connections',
     help: 'Open connections from the edge to worlds, by kind (control, stream, hub).',
     labelNames: ['route', 'kind'] as const,
     registers: [this.registry],
+    collect: (): void => this.upstreamCensus.fill(this.upstreamConnections),
   });
 
   readonly upstreamFailures = new Counter({
@@ -115,18 +162,134 @@ export class EdgeMetrics {
     registers: [this.registry],
   });
 
-  readonly agentConnections = new Gauge({
+  readonly agentConnections: Gauge<'route' | 'kind'> = new Gauge({
     name: 'awp_edge_agent_connections',
     help: 'Open agent-facing connections, by kind (control, stream).',
     labelNames: ['route', 'kind'] as const,
     registers: [this.registry],
+    collect: (): void => this.agentCensus.fill(this.agentConnections),
   });
+
+  readonly internalErrors = new Counter({
+    name: 'awp_edge_internal_errors_total',
+    help: 'Unexpected exceptions contained at a boundary (the connection that caused one was closed), by where.',
+    labelNames: ['where'] as const,
+    registers: [this.registry],
+  });
+
+  readonly handshakesClosed = new Counter({
+    name: 'awp_edge_handshakes_closed_total',
+    help: 'Connections closed before completing their handshake: timed out, or over a pending-handshake limit.',
+    labelNames: ['listener', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly messagesDropped = new Counter({
+    name: 'awp_edge_messages_dropped_total',
+    help: 'Control messages not relayed (invalid, too deep, responses to ids never sent, redeliveries), by sender.',
+    labelNames: ['route', 'from', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  /** Always 1; its labels say what runs (the Prometheus `*_build_info` convention). */
+  readonly buildInfo = new Gauge({
+    name: 'awp_edge_build_info',
+    help: 'Always 1: the version of awp-edge, the agent-facing engine (uws or ws) and the Node.js version, as labels.',
+    labelNames: ['version', 'engine', 'node'] as const,
+    registers: [this.registry],
+  });
+
+  readonly configReloads = new Counter({
+    name: 'awp_edge_config_reloads_total',
+    help: 'Reloads of the credential files (SIGHUP, or a change in a watched directory), by result: success (new connections use them) or failure (nothing changed: the edge keeps the credentials it had).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly configReloadSuccessful = new Gauge({
+    name: 'awp_edge_config_last_reload_successful',
+    help: 'Whether the last reload of the credential files succeeded (1; also before any) or failed (0: the edge runs on the credentials it had).',
+    registers: [this.registry],
+  });
+
+  readonly configReloadTime = new Gauge({
+    name: 'awp_edge_config_last_reload_success_timestamp_seconds',
+    help: 'When the credentials in use were read (at start, or by the last successful reload), in seconds since the epoch.',
+    registers: [this.registry],
+  });
+
+  /** The credentials were read (at start or by a reload, `ok`), or a reload failed (not `ok`). */
+  recordReload(ok: boolean, atMs = Date.now()): void {
+    this.configReloadSuccessful.set(ok ? 1 : 0);
+    if (ok) this.configReloadTime.set(atMs / 1000);
+  }
+
+  recordBuild(b: { readonly version: string; readonly engine: string; readonly node: string }): void {
+    this.buildInfo.reset();
+    this.buildInfo.labels(b.version, b.engine, b.node).set(1);
+  }
+
+  /**
+   * Series of rare events start at 0, so dashboards and alerts see a rate (0) rather than no data and
+   * the first increment is not lost to `rate()` (the Prometheus convention).
+   */
+  initialiseRareSeries(routes: readonly string[]): void {
+    for (const where of [
+      'agent_message',
+      'agent_close',
+      'upstream_message',
+      'upgrade',
+      'hub_timer',
+      'process',
+    ])
+      this.internalErrors.labels(where).inc(0);
+    for (const reason of ['timeout', 'listener_limit', 'address_limit'])
+      this.handshakesClosed.labels('agent', reason).inc(0);
+    for (const result of ['success', 'failure']) this.configReloads.labels(result).inc(0);
+    for (const route of routes) {
+      for (const reason of ['invalid', 'too_deep', 'unknown_response_id'])
+        for (const from of ['agent', 'world']) this.messagesDropped.labels(route, from, reason).inc(0);
+    }
+  }
 
   /** Run before each scrape: folds counts kept on the frame path into the metrics. */
   readonly beforeScrape = new Set<() => void>();
 
-  constructor(options: { defaults?: boolean } = {}) {
-    if (options.defaults !== false) collectDefaultMetrics({ register: this.registry, prefix: 'awp_edge_' });
+  private health: { ready: () => boolean; storeKind: string; storeUp: () => boolean } | undefined;
+
+  readonly ready: Gauge = new Gauge({
+    name: 'awp_edge_ready',
+    help: 'Whether this replica takes new sessions (1) or not (0: draining, or its session store is unreachable), as /readyz answers.',
+    registers: [this.registry],
+    collect: (): void => {
+      if (this.health !== undefined) this.ready.set(this.health.ready() ? 1 : 0);
+    },
+  });
+
+  readonly storeUp: Gauge<'kind'> = new Gauge({
+    name: 'awp_edge_store_up',
+    help: 'Whether the session store is reachable (1) or not (0), by kind (memory, redis).',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      if (this.health !== undefined)
+        this.storeUp.labels(this.health.storeKind).set(this.health.storeUp() ? 1 : 0);
+    },
+  });
+
+  /** Where the readiness gauges read from (the edge, once started). */
+  watchHealth(ready: () => boolean, store: { kind: string; up: () => boolean }): void {
+    this.health = { ready, storeKind: store.kind, storeUp: store.up };
+  }
+
+  /**
+   * `processPrefix`: prefix of prom-client's default process and Node.js metrics; none by default, so
+   * they keep their standard names (`process_cpu_seconds_total`, `nodejs_eventloop_lag_p99_seconds`)
+   * and stock Node.js dashboards and alerts work.
+   */
+  constructor(options: { defaults?: boolean; processPrefix?: string } = {}) {
+    if (options.defaults !== false)
+      collectDefaultMetrics({ register: this.registry, prefix: options.processPrefix ?? '' });
   }
 
   async exposition(): Promise<{ contentType: string; body: string }> {

@@ -3,6 +3,8 @@
  * binary loads and on `ws` + `node:http` otherwise, with the same behaviour.
  */
 
+import type { HandshakeCloseReason, HandshakeLimits } from './handshake-guard.js';
+
 /** One accepted WebSocket connection, as the edge sees it. */
 export interface ServerConnection {
   /** Queues a message; never blocks. */
@@ -43,6 +45,21 @@ export type UpgradeOutcome =
     }
   | { accept: false; status: number; body: string };
 
+/** The answer to a plain HTTP request (no upgrade) on the agent listener. */
+export interface PlainResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string | Uint8Array;
+}
+
+/** A plain HTTP request on the agent listener, e.g. a browser opening the viewer page. */
+export interface PlainRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  header(name: string): string | undefined;
+}
+
 export interface EngineOptions {
   readonly host: string;
   readonly port: number;
@@ -62,6 +79,19 @@ export interface EngineOptions {
     | undefined;
   /** A bug surfaced while deciding or opening a connection (answered 500 / closed 1011): log it. */
   readonly onError?: (err: unknown) => void;
+  /**
+   * Limits on connections before their upgrade completes. The `ws` engine applies them as given; on
+   * uWebSockets.js, which exposes no socket before its HTTP request is parsed, uWS's own idle timeout
+   * (10 s without a complete request) applies instead.
+   */
+  readonly handshake?: HandshakeLimits;
+  /** A connection was closed before its handshake completed (counted by the edge). */
+  readonly onHandshakeClosed?: (reason: HandshakeCloseReason) => void;
+  /**
+   * Answers plain HTTP requests (synchronously: uWebSockets.js needs the answer before the handler returns);
+   * undefined, or no handler: 426 with NOT_WEBSOCKET.
+   */
+  readonly plain?: (req: PlainRequest) => PlainResponse | undefined;
 }
 
 export interface AgentServer {
@@ -84,12 +114,16 @@ export const NOT_WEBSOCKET = 'this is an AWP WebSocket endpoint: connect with su
 
 /** Reason phrases of the statuses the edge refuses upgrades with. */
 export const STATUS_TEXT: Readonly<Record<number, string>> = {
+  200: 'OK',
+  302: 'Found',
   400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
   429: 'Too Many Requests',
   500: 'Internal Server Error',
+  405: 'Method Not Allowed',
+  426: 'Upgrade Required',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
 };

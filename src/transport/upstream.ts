@@ -1,6 +1,11 @@
 import { WebSocket } from 'ws';
 import type { ConnectionHandlers } from './engine.js';
 import { attach } from './ws-socket.js';
+import { containHandlers, type FaultReporter } from './contain.js';
+import { DialGate, upstreamKey } from './dial-gate.js';
+
+/** Handshakes in flight per upstream, shared by every route, hub and stream of this process. */
+const gate = new DialGate();
 
 /** One connection from the edge to a world (control or stream), over `ws`. */
 export interface UpstreamConnection {
@@ -21,6 +26,8 @@ export interface DialOptions {
   readonly maxMessageBytes: number;
   /** WebSocket-level pings: never JSON-RPC, so they do not touch the world's watchdog (AWP-SAF-003). */
   readonly pingIntervalMs: number;
+  /** Faults in the handlers (bugs met on the world's input) are reported here; the connection closes 1011. */
+  readonly onFault: FaultReporter;
 }
 
 export class DialError extends Error {
@@ -32,33 +39,52 @@ export class DialError extends Error {
   }
 }
 
-/** Dials a world; resolves once the WebSocket is open with subprotocol `awp`. */
-export function dialUpstream(opts: DialOptions, handlers: UpstreamHandlers): Promise<UpstreamConnection> {
-  return new Promise((resolve, reject) => {
+/**
+ * Dials a world; resolves once the WebSocket is open with subprotocol `awp`. At most
+ * MAX_PENDING_DIALS_PER_UPSTREAM handshakes toward one upstream run at once (dial-gate.ts); the wait
+ * for a turn counts against `connectTimeoutMs`.
+ */
+export async function dialUpstream(
+  opts: DialOptions,
+  handlers: UpstreamHandlers,
+): Promise<UpstreamConnection> {
+  const started = performance.now();
+  const release = await gate.acquire(upstreamKey(opts.url), opts.connectTimeoutMs).catch((err: unknown) => {
+    throw new DialError(`cannot reach the world: ${(err as Error).message}`);
+  });
+  const left = Math.max(1, Math.round(opts.connectTimeoutMs - (performance.now() - started)));
+  return new Promise<UpstreamConnection>((resolve, reject) => {
     const headers: Record<string, string> = {};
     if (opts.credential !== undefined) headers.authorization = `Bearer ${opts.credential}`;
     const ws = new WebSocket(opts.url, ['awp'], {
       headers,
       perMessageDeflate: false,
       maxPayload: opts.maxMessageBytes,
-      handshakeTimeout: opts.connectTimeoutMs,
+      handshakeTimeout: left,
     });
     let opened = false;
+    ws.once('close', release);
     ws.on('unexpected-response', (_req, res) => {
+      release();
       ws.terminate();
       reject(new DialError(`world refused the connection: HTTP ${res.statusCode ?? 0}`, res.statusCode));
     });
     ws.once('error', (err: Error) => {
+      release();
       if (!opened) reject(new DialError(`cannot reach the world: ${describe(err)}`));
     });
     ws.once('open', () => {
+      release();
       if (ws.protocol !== 'awp') {
         ws.terminate();
         reject(new DialError('the world did not select subprotocol "awp"'));
         return;
       }
       opened = true;
-      attach(ws, handlers, opts.pingIntervalMs, () => undefined);
+      const contained = containHandlers('upstream', handlers, opts.onFault, () =>
+        ws.close(1011, 'internal error'),
+      );
+      attach(ws, contained, opts.pingIntervalMs, () => undefined);
       resolve({
         send: (data, binary) => ws.send(data, { binary }),
         get bufferedAmount() {

@@ -12,9 +12,11 @@ import {
   type AgentServer,
   type ConnectionHandlers,
   type EngineOptions,
+  type PlainResponse,
   type ServerConnection,
   type UpgradeOutcome,
 } from './engine.js';
+import { createServer, type AddressInfo } from 'node:net';
 import { loadUws, type UwsModule } from './uws-load.js';
 import { copyUpgrade, type CopiedUpgrade } from './uws-request.js';
 
@@ -50,10 +52,7 @@ const decoder = new TextDecoder();
 /** The production engine: uWebSockets.js. Behaves as `listenWs` does (see ws-engine.ts). */
 export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
   const uws = loadUws();
-  const app =
-    opts.tls !== undefined
-      ? uws.SSLApp({ cert_file_name: opts.tls.cert_file, key_file_name: opts.tls.key_file })
-      : uws.App();
+  const app = createApp(uws, opts);
   const live = new Set<Conn>();
   let closing = false;
 
@@ -154,11 +153,36 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
     },
   });
 
-  app.any('/*', (res) => {
-    res
-      .writeStatus('426 Upgrade Required')
-      .writeHeader('Content-Type', 'text/plain')
-      .end(NOT_WEBSOCKET, true);
+  app.any('/*', (res, req) => {
+    let answer: PlainResponse | undefined;
+    const method = req.getCaseSensitiveMethod();
+    const query = req.getQuery() as string | undefined; // undefined without a query
+    try {
+      // Read synchronously: uWS's request object is valid only inside this handler.
+      answer = opts.plain?.({
+        method,
+        path: req.getUrl(),
+        query: query ?? '',
+        header: (name) => req.getHeader(name.toLowerCase()) || undefined,
+      });
+    } catch (err) {
+      opts.onError?.(err);
+      answer = { status: 500, headers: { 'content-type': 'text/plain' }, body: 'internal error\n' };
+    }
+    if (answer === undefined) {
+      res
+        .writeStatus('426 Upgrade Required')
+        .writeHeader('Content-Type', 'text/plain')
+        .end(NOT_WEBSOCKET, true);
+      return;
+    }
+    res.cork(() => {
+      res.writeStatus(`${answer.status} ${STATUS_TEXT[answer.status] ?? 'OK'}`);
+      for (const [k, v] of Object.entries(answer.headers)) res.writeHeader(k, v);
+      // Close after the answer, as the 426 does: uWS's close() leaves keep-alive HTTP connections open,
+      // and they keep the port from being listened on again.
+      res.end(method === 'HEAD' ? '' : answer.body, true);
+    });
   });
 
   const timer =
@@ -184,17 +208,10 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       : undefined;
   timer?.unref();
 
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    const listen = app.listen.bind(app) as unknown as ListenWithOptions;
-    // Exclusive: without it uWS sets SO_REUSEPORT and a second server on the port silently shares it.
-    listen(opts.host, opts.port, exclusivePort(uws), (ls) => {
-      if (ls === false) reject(new Error(`uWebSockets.js cannot listen on ${opts.host}:${opts.port}`));
-      else resolve(ls);
-    });
-  }).catch((err: unknown) => {
+  const listenSocket = await listenOn(app, uws, opts.host, opts.port).catch(async (err: unknown) => {
     if (timer) clearInterval(timer);
     app.close();
-    throw err;
+    throw (await whyNotListening(opts.host, opts.port)) ?? err;
   });
 
   return {
@@ -211,6 +228,75 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       await new Promise<void>((resolve) => setImmediate(resolve));
     },
   };
+}
+
+/** Attempts at a port picked for `port: 0` (another process may take it between the pick and the bind). */
+const PICK_ATTEMPTS = 5;
+
+/**
+ * Listens with an exclusive port: without it uWS sets SO_REUSEPORT, and a second server on the port would
+ * silently share it. uSockets sets SO_REUSEADDR only when given a port: on port 0 the connections the server
+ * closed would, in TIME_WAIT, keep it from listening on the port it got again for a minute (a restart on
+ * it). So for port 0 the port is picked first, by node:net, and given to uWS.
+ */
+async function listenOn(
+  app: TemplatedApp,
+  uws: UwsModule,
+  host: string,
+  port: number,
+): Promise<us_listen_socket> {
+  const once = (p: number) =>
+    new Promise<us_listen_socket | false>((resolve) =>
+      (app.listen.bind(app) as unknown as ListenWithOptions)(host, p, exclusivePort(uws), resolve),
+    );
+  if (port !== 0) {
+    const ls = await once(port);
+    if (ls === false) throw new Error(`uWebSockets.js cannot listen on ${host}:${port}`);
+    return ls;
+  }
+  for (let attempt = 1; ; attempt++) {
+    const picked = await pickPort(host);
+    const ls = await once(picked);
+    if (ls !== false) return ls;
+    if (attempt === PICK_ATTEMPTS) throw new Error(`uWebSockets.js cannot listen on ${host}:${picked}`);
+  }
+}
+
+/** A port the system hands out on `host` now (listened on once, released at once: no connection lingers). */
+function pickPort(host: string): Promise<number> {
+  const probe = createServer();
+  return new Promise((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen({ host, port: 0, exclusive: true }, () => {
+      const port = (probe.address() as AddressInfo).port;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** The app; uWS reports a certificate or key it cannot load only as "App construction failed". */
+function createApp(uws: UwsModule, opts: EngineOptions): TemplatedApp {
+  if (opts.tls === undefined) return uws.App();
+  try {
+    return uws.SSLApp({ cert_file_name: opts.tls.cert_file, key_file_name: opts.tls.key_file });
+  } catch (err) {
+    throw new Error(
+      `uWebSockets.js cannot load the TLS certificate or private key (${opts.tls.cert_file}, ${opts.tls.key_file}): ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+}
+
+/**
+ * uWS says only that it could not listen; the system's reason (EADDRINUSE, EACCES, EADDRNOTAVAIL, ...)
+ * comes from trying the same address once with node:net, as the error `ws` would have raised.
+ */
+async function whyNotListening(host: string, port: number): Promise<Error | undefined> {
+  const probe = createServer();
+  return new Promise((resolve) => {
+    probe.once('error', (err) => resolve(err));
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve(undefined)));
+  });
 }
 
 /** The runtime exports the flag at top level; the typings only as a (non-existent) enum member. */

@@ -11,6 +11,10 @@
  * W3C API's `protocols` option is their only per-request field). Only `awp` is ever selected, so the
  * token is not echoed. Credentials in the URL are refused (AWP-SEC-006).
  */
+import { EventEmitter } from 'node:events';
+import type { ServerHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
+import { HandshakeGuard, type HandshakeCloseReason, type HandshakeLimits } from './handshake-guard.js';
 import { randomBytes } from 'node:crypto';
 import type { ReadableStream, WritableStream } from 'node:stream/web';
 import { Http2Server, HttpServer } from '@fails-components/webtransport';
@@ -70,6 +74,9 @@ export interface WebTransportListenOptions {
   readonly decide: (req: WebTransportRequest) => Promise<WebTransportDecision> | WebTransportDecision;
   /** Internal failures, for the operator's log (refusals are the caller's to count and log). */
   readonly log?: (fields: Record<string, unknown>, message: string) => void;
+  /** Limits on HTTP/2 connections until their first request (the WebSocket listener's, see engine.ts). */
+  readonly handshake?: HandshakeLimits;
+  readonly onHandshakeClosed?: (reason: HandshakeCloseReason) => void;
 }
 
 export interface WebTransportListener {
@@ -160,50 +167,45 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
   const sessions = server.sessionStream(SESSION_PATH, {
     noAutoPaths: true,
   }) as unknown as ReadableStream<WebTransportSession>;
-  const acceptLoop = (async () => {
-    const reader = sessions.getReader();
-    for (;;) {
-      let next;
-      try {
-        next = await reader.read();
-      } catch {
-        return;
-      }
-      if (next.done) return;
-      const session = next.value;
-      // userData is how the library hands the request callback's answer to the session; untyped there.
-      const ticket = (session as unknown as { userData?: { ticket?: number } }).userData?.ticket;
-      const p = ticket === undefined ? undefined : pending.get(ticket);
-      if (ticket !== undefined) pending.delete(ticket);
-      if (p === undefined) {
-        session.close({ closeCode: 1008, reason: 'session was not expected' });
-        continue;
-      }
-      clearTimeout(p.timer);
-      if (state.closing) {
-        p.abandon?.();
-        session.close({ closeCode: 1001, reason: 'edge shutting down' });
-        continue;
-      }
-      live.add(session);
-      session.closed.then(
-        () => live.delete(session),
-        () => live.delete(session),
-      );
-      try {
-        p.open(session);
-      } catch (err) {
-        log(
-          { event: 'webtransport_open_failed', detail: String(err) },
-          'webtransport session failed to start',
-        );
-        session.close({ closeCode: 1011, reason: 'internal error' });
-      }
+  const acceptLoop = readEach(sessions, (session) => {
+    // userData is how the library hands the request callback's answer to the session; untyped there.
+    const ticket = (session as unknown as { userData?: { ticket?: number } }).userData?.ticket;
+    const p = ticket === undefined ? undefined : pending.get(ticket);
+    if (ticket !== undefined) pending.delete(ticket);
+    if (p === undefined) {
+      session.close({ closeCode: 1008, reason: 'session was not expected' });
+      return;
     }
-  })();
+    clearTimeout(p.timer);
+    if (state.closing) {
+      p.abandon?.();
+      session.close({ closeCode: 1001, reason: 'edge shutting down' });
+      return;
+    }
+    live.add(session);
+    session.closed.then(
+      () => live.delete(session),
+      () => live.delete(session),
+    );
+    try {
+      p.open(session);
+    } catch (err) {
+      log({ event: 'webtransport_open_failed', detail: String(err) }, 'webtransport session failed to start');
+      session.close({ closeCode: 1011, reason: 'internal error' });
+    }
+  });
 
   server.startServer();
   await server.ready;
+  if (opts.handshake !== undefined) {
+    const h2 = http2ServerOf(server);
+    if (h2 === undefined) throw new Error('webtransport: the HTTP/2 transport exposes no server to limit');
+    const guard = new HandshakeGuard(opts.handshake, (reason) => opts.onHandshakeClosed?.(reason));
+    h2.on('connection', (socket: Socket) => guard.admit(socket));
+    // Attached once listening (the library creates its server in startServer); no connection came yet.
+    // A complete request (the session CONNECT) ends the handshake, as an upgrade does on the other listener.
+    h2.on('stream', (stream: ServerHttp2Stream) => guard.done(stream.session?.socket as Socket));
+  }
   const address = server.address();
   if (address === null) throw new Error('webtransport listener has no address');
 
@@ -265,36 +267,42 @@ export function readIncomingStreams(
   },
 ): void {
   const readStream = async (rs: ReadableStream<Uint8Array>) => {
-    const reader = rs.getReader();
-    for (;;) {
-      let next;
-      try {
-        next = await reader.read();
-      } catch {
-        return; // reset by the peer, or the session closed
-      }
-      if (next.done) return handlers.end(rs);
-      handlers.chunk(rs, next.value);
-    }
+    if (await readEach(rs, (data) => handlers.chunk(rs, data))) handlers.end(rs);
   };
-  const each = async <T>(streams: ReadableStream<T>, f: (s: T) => void) => {
-    const reader = streams.getReader();
-    for (;;) {
-      let next;
-      try {
-        next = await reader.read();
-      } catch {
-        return;
-      }
-      if (next.done) return;
-      f(next.value);
-    }
-  };
-  void each(session.incomingUnidirectionalStreams, (s) => void readStream(s));
-  void each(session.datagrams.readable, (d) => handlers.datagram(d));
-  void each(session.incomingBidirectionalStreams, (s) => {
+  void readEach(session.incomingUnidirectionalStreams, (s) => void readStream(s));
+  void readEach(session.datagrams.readable, (d) => handlers.datagram(d));
+  void readEach(session.incomingBidirectionalStreams, (s) => {
     // The edge never answers on an agent's stream: its frames go out on the edge's own streams.
     void s.writable.close().catch(() => undefined);
     void readStream(s.readable);
   });
+}
+
+/**
+ * Hands every value of `stream` to `f`, in order, until the stream ends (true) or a read fails (false:
+ * reset by the peer, or the session closed). The one read loop for sessions, streams and datagrams.
+ */
+async function readEach<T>(stream: ReadableStream<T>, f: (value: T) => void): Promise<boolean> {
+  const reader = stream.getReader();
+  for (;;) {
+    let next;
+    try {
+      next = await reader.read();
+    } catch {
+      return false;
+    }
+    if (next.done) return true;
+    f(next.value);
+  }
+}
+
+/**
+ * The node:http2 server under the library's HTTP/2 transport: the library has no hook for raw
+ * connections, so the handshake limits are attached to it directly (reliableOnly, or the first of 'both').
+ */
+function http2ServerOf(server: object): EventEmitter | undefined {
+  type Transport = { serverInt?: unknown; transportsInts?: { serverInt?: unknown }[] };
+  const t = (server as { transportInt?: Transport }).transportInt;
+  const s = t?.serverInt ?? t?.transportsInts?.find((x) => x.serverInt !== undefined)?.serverInt;
+  return s instanceof EventEmitter ? s : undefined;
 }

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
@@ -10,16 +11,31 @@ import {
   type AgentServer,
   type ConnectionHandlers,
   type EngineOptions,
+  type PlainRequest,
+  type PlainResponse,
   type ServerConnection,
   type UpgradeRequest,
 } from './engine.js';
 import { attach } from './ws-socket.js';
+import { HandshakeGuard } from './handshake-guard.js';
 
 /** The portable engine: `ws` on `node:http`. */
 export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
-  const plain = (_req: IncomingMessage, res: ServerResponse) => {
-    res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
-    res.end(NOT_WEBSOCKET);
+  const plain = (req: IncomingMessage, res: ServerResponse) => {
+    let answer: PlainResponse | undefined;
+    try {
+      answer = opts.plain?.(plainRequest(req));
+    } catch (err) {
+      opts.onError?.(err);
+      answer = { status: 500, headers: { 'content-type': 'text/plain' }, body: 'internal error\n' };
+    }
+    if (answer === undefined) {
+      res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
+      res.end(NOT_WEBSOCKET);
+      return;
+    }
+    res.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
+    res.end(req.method === 'HEAD' ? undefined : answer.body);
   };
   const http =
     opts.tls !== undefined
@@ -33,6 +49,11 @@ export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
     handleProtocols: () => 'awp',
   });
   const live = new Set<WebSocket>();
+  const guard =
+    opts.handshake !== undefined
+      ? new HandshakeGuard(opts.handshake, (reason) => opts.onHandshakeClosed?.(reason))
+      : undefined;
+  if (guard !== undefined) http.on('connection', (socket: Socket) => guard.admit(socket));
 
   http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
@@ -49,6 +70,7 @@ export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
           return;
         }
         wss.handleUpgrade(req, socket, head, (ws) => {
+          guard?.done(req.socket);
           live.add(ws);
           let handlers: ConnectionHandlers;
           try {
@@ -80,7 +102,25 @@ export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
     close: async () => {
       for (const ws of live) ws.terminate();
       wss.close();
-      await new Promise<void>((resolve) => http.close(() => resolve()));
+      const closed = new Promise<void>((resolve) => http.close(() => resolve()));
+      // Also connections that never sent a request, which http.close() would wait for (up to its
+      // headersTimeout): uWS's close ends them too.
+      http.closeAllConnections();
+      await closed;
+    },
+  };
+}
+
+function plainRequest(req: IncomingMessage): PlainRequest {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return {
+    method: req.method ?? 'GET',
+    path: q < 0 ? url : url.slice(0, q),
+    query: q < 0 ? '' : url.slice(q + 1),
+    header: (name) => {
+      const v = req.headers[name.toLowerCase()];
+      return Array.isArray(v) ? v.join(', ') : v;
     },
   };
 }

@@ -128,8 +128,11 @@ describe.skipIf(!chromiumAvailable())('a browser agent through the edge (Chromiu
       port: 0,
       heartbeatIntervalMs: HEARTBEAT_MS,
     });
-    edge = await startEdge([{ path: '/worlds/arm', upstream: world.url }]);
     site = await serveStatic(PAGE_FILES);
+    // The page is served from another origin than the edge's: it is allowed by name.
+    edge = await startEdge([
+      { path: '/worlds/arm', upstream: world.url, allowed_origins: [new URL(site.url).origin] },
+    ]);
     browser = await launchChromium();
   });
 

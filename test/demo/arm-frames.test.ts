@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createArmWorld } from '../../src/demo/create.js';
 import type { ArmOptions } from '../../src/demo/config.js';
-import { encodeFrame } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import type { JsonObject } from '../../src/demo/types.js';
 import { Harness, MS, closes, counterRandom, notifications } from './harness.js';
 

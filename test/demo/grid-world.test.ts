@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createGridWorld } from '../../src/demo/create.js';
 import type { JsonObject, Output } from '../../src/demo/types.js';
-import { loadTraces } from '../../src/protocol/spec-data.js';
+import { loadTraces } from '../harness/spec-data.js';
 import { Harness, counterRandom, labels, messages, notifications, sequenced } from './harness.js';
 
 function grid(): Harness {

@@ -8,20 +8,15 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
-import { validateConfig } from '../../src/config/load.js';
 import { lintDockerfile, parseDockerfile, type LintContext } from './dockerfile-lint.js';
-import { REPO } from './render.js';
+import { checkDeployConfig, REPO } from './render.js';
 
 const read = (...p: string[]): string => readFileSync(join(REPO, ...p), 'utf8');
 
 function context(): LintContext {
   const raw = parseYaml(read('deploy', 'kustomize', 'base', 'edge.yaml')) as Record<string, unknown>;
-  // Only the addresses matter here; store/drain are checked by kustomize.test.ts.
-  const { store: _store, drain: _drain, ...known } = raw;
-  const config = validateConfig(known, 'edge.yaml', {
-    AWP_EDGE_AGENT_TOKENS: 'a',
-    AWP_EDGE_UPSTREAM_TOKEN: 'b',
-  });
+  // Only the addresses matter here; the rest is checked by kustomize.test.ts.
+  const { config } = checkDeployConfig(raw);
   const deployment = parseYaml(read('deploy', 'kustomize', 'base', 'deployment.yaml')) as IDeployment;
   const container = deployment.spec!.template.spec!.containers[0]!;
   const mount = container.volumeMounts!.find((m) => m.name === 'config')!;
@@ -58,6 +53,34 @@ describe('deploy/Dockerfile lint', () => {
     const copies = final.instructions.filter((i) => i.keyword === 'COPY').map((i) => i.args);
     expect(copies.some((c) => /\bsrc\b/.test(c) && !c.includes('--from='))).toBe(false);
     expect(final.instructions.some((i) => i.keyword === 'RUN' && /npm (ci|run)/.test(i.args))).toBe(false);
+  });
+
+  it('labels the runtime image with the OCI annotations, from build args where they vary per build', () => {
+    const { stages } = parseDockerfile(dockerfile);
+    const final = stages.at(-1)!;
+    const labels = new Map<string, string>();
+    for (const i of final.instructions.filter((x) => x.keyword === 'LABEL'))
+      for (const [, k, v] of i.args.matchAll(/([\w.-]+)="([^"]*)"/g)) labels.set(k!, v!);
+    const pkg = JSON.parse(read('package.json')) as { license: string; version: string };
+    expect(labels.get('org.opencontainers.image.title')).toBe('awp-edge');
+    expect(labels.get('org.opencontainers.image.licenses')).toBe(pkg.license);
+    for (const [key, arg] of [
+      ['version', 'VERSION'],
+      ['revision', 'REVISION'],
+      ['created', 'CREATED'],
+      ['source', 'SOURCE'],
+      ['base.name', 'NODE_IMAGE'],
+    ] as const) {
+      expect(labels.get(`org.opencontainers.image.${key}`), key).toBe(`\${${arg}}`);
+      // The ARG is declared in the runtime stage (a global ARG is not visible after FROM without it).
+      expect(
+        final.instructions.some((i) => i.keyword === 'ARG' && i.args.split('=')[0] === arg),
+        arg,
+      ).toBe(true);
+    }
+    const versionArg = final.instructions.find((i) => i.keyword === 'ARG' && i.args.startsWith('VERSION='));
+    expect(versionArg?.args).toBe(`VERSION=${pkg.version}`);
+    expect(labels.get('org.opencontainers.image.description')?.length).toBeGreaterThan(10);
   });
 
   it('each rule fires on a Dockerfile that breaks it', () => {

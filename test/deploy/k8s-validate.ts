@@ -8,17 +8,19 @@
  * reads each known key; a map-typed field iterates all of its keys), so a key never read is a field
  * the schema does not know.
  *
- * ServiceMonitor (a Prometheus Operator CRD; @kubernetes-models/prometheus-operator is not
- * installed): a JSON Schema written from the CRD's monitoring.coreos.com/v1 fields this project uses
- * and their neighbours (servicemonitor-schema.ts).
+ * ServiceMonitor and PrometheusRule (Prometheus Operator CRDs; @kubernetes-models/prometheus-operator
+ * is not installed): JSON Schemas written from the CRDs' monitoring.coreos.com/v1 fields this project
+ * uses and their neighbours (servicemonitor-schema.ts).
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
-import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { APIService } from 'kubernetes-models/apiregistration.k8s.io/v1';
+import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { ClusterRole, ClusterRoleBinding, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
-import { SERVICE_MONITOR_SCHEMA } from './servicemonitor-schema.js';
+import { PROMETHEUS_RULE_SCHEMA, SERVICE_MONITOR_SCHEMA } from './servicemonitor-schema.js';
 
 export interface K8sObject {
   readonly apiVersion: string;
@@ -36,7 +38,12 @@ const MODELS: Record<string, ModelClass> = {
   'apps/v1/Deployment': Deployment,
   'apps/v1/StatefulSet': StatefulSet,
   'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'apiregistration.k8s.io/v1/APIService': APIService,
+  'networking.k8s.io/v1/Ingress': Ingress,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+  'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'v1/ConfigMap': ConfigMap,
   'v1/Secret': Secret,
@@ -46,14 +53,19 @@ const MODELS: Record<string, ModelClass> = {
 
 // strictRequired off: the endpoint's `not: {required: [port, targetPort]}` names properties defined a level up.
 const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false });
-const validateServiceMonitor = ajv.compile(SERVICE_MONITOR_SCHEMA);
+/** Prometheus Operator kinds (CRDs), by schemas written for this test. */
+const CUSTOM: Record<string, ReturnType<typeof ajv.compile>> = {
+  ServiceMonitor: ajv.compile(SERVICE_MONITOR_SCHEMA),
+  PrometheusRule: ajv.compile(PROMETHEUS_RULE_SCHEMA),
+};
 
 /** Problems with one object (empty: valid). An unknown apiVersion/kind is a problem, not a pass. */
 export function validateObject(obj: K8sObject): string[] {
   const where = `${obj.kind}/${obj.metadata.name}`;
-  if (obj.apiVersion === 'monitoring.coreos.com/v1' && obj.kind === 'ServiceMonitor') {
-    if (validateServiceMonitor(obj)) return [];
-    return (validateServiceMonitor.errors ?? []).map(
+  const custom = obj.apiVersion === 'monitoring.coreos.com/v1' ? CUSTOM[obj.kind] : undefined;
+  if (custom !== undefined) {
+    if (custom(obj)) return [];
+    return (custom.errors ?? []).map(
       (e) => `${where}: ${e.instancePath || '/'} ${e.message ?? ''} ${JSON.stringify(e.params)}`,
     );
   }

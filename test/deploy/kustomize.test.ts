@@ -2,53 +2,77 @@
  * deploy/kustomize: every overlay renders with `kubectl kustomize`, every rendered object validates
  * against the Kubernetes schemas offline (see k8s-validate.ts), and the properties the edge relies on
  * hold: probes on the admin listener, a grace period longer than preStop + drain window, non-root
- * with a read-only root filesystem, documented Secret keys, and an edge.yaml the edge's loader accepts.
+ * with a read-only root filesystem, documented Secret keys mounted as files the config names, an
+ * edge.yaml the edge's loader accepts, an autoscaler on connections; the base needs no CRD, and the
+ * components (ServiceMonitor, PrometheusRule, prometheus-adapter, Ingress) fit what they point at.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { IDeployment, IStatefulSet } from 'kubernetes-models/apps/v1';
 import type { IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
-import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import type { IIngress, INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import type { IAPIService } from 'kubernetes-models/apiregistration.k8s.io/v1';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import type { IConfigMap, IContainer, IPodSpec, IService } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, validateConfig } from '../../src/config/load.js';
 import { validateObject, type K8sObject } from './k8s-validate.js';
-import { KUBECTL, kubectlAvailable, renderOverlay, REPO } from './render.js';
+import { checkDeployConfig, KUBECTL, kubectlAvailable, renderOverlay, REPO } from './render.js';
 
-/** Config sections the deploy config uses before src/config/load.ts knows them (issue 8). */
-const PENDING_TOP_KEYS = ['store', 'drain'] as const;
 const DEFAULT_DRAIN_WINDOW_MS = 20_000;
+/** Kinds that need CRDs or an API extension: only in components, never in the base overlays. */
+const OPTIONAL_KINDS = ['ServiceMonitor', 'PrometheusRule', 'APIService'];
 
 interface Expectation {
   readonly replicas: number;
   readonly store: 'memory' | 'redis';
   readonly kinds: readonly string[];
+  /** Which components the overlay includes. */
+  readonly components?: readonly ('servicemonitor' | 'prometheus-rules' | 'prometheus-adapter' | 'ingress')[];
 }
+
+const MULTI_KINDS = [
+  'ConfigMap',
+  'ConfigMap',
+  'Deployment',
+  'HorizontalPodAutoscaler',
+  'NetworkPolicy',
+  'NetworkPolicy',
+  'PodDisruptionBudget',
+  'Service',
+  'Service',
+  'ServiceAccount',
+  'StatefulSet',
+];
 
 const OVERLAYS: Record<string, Expectation> = {
   single: {
     replicas: 1,
     store: 'memory',
-    kinds: ['ConfigMap', 'Deployment', 'NetworkPolicy', 'Service', 'ServiceAccount', 'ServiceMonitor'],
+    kinds: ['ConfigMap', 'Deployment', 'NetworkPolicy', 'Service', 'ServiceAccount'],
   },
-  multi: {
+  multi: { replicas: 3, store: 'redis', kinds: MULTI_KINDS },
+  'multi-monitored': {
     replicas: 3,
     store: 'redis',
+    components: ['servicemonitor', 'prometheus-rules', 'prometheus-adapter', 'ingress'],
     kinds: [
-      'ConfigMap',
+      ...MULTI_KINDS,
+      'ServiceMonitor',
+      'PrometheusRule',
+      'Ingress',
+      // prometheus-adapter
+      'ServiceAccount',
       'ConfigMap',
       'Deployment',
-      'HorizontalPodAutoscaler',
-      'NetworkPolicy',
-      'NetworkPolicy',
-      'PodDisruptionBudget',
       'Service',
-      'Service',
-      'ServiceAccount',
-      'ServiceMonitor',
-      'StatefulSet',
+      'APIService',
+      'ClusterRole',
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'ClusterRoleBinding',
+      'ClusterRoleBinding',
+      'RoleBinding',
     ],
   },
 };
@@ -72,7 +96,9 @@ interface ServiceMonitorShape {
 
 /** The typed shape of each kind this test reads fields of. */
 interface Kinds {
+  APIService: IAPIService;
   ConfigMap: IConfigMap;
+  Ingress: IIngress;
   Deployment: IDeployment;
   NetworkPolicy: INetworkPolicy;
   Service: IService;
@@ -109,24 +135,6 @@ function sleepSeconds(container: IContainer): number {
   return Number(cmd[1]);
 }
 
-/** Validates edge.yaml with the edge's own loader; sections the loader does not know yet are checked here. */
-function checkEdgeConfig(raw: Record<string, unknown>, env: Record<string, string>) {
-  try {
-    return validateConfig(raw, 'edge.yaml', env);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    const pending = err.problems.filter((p) =>
-      PENDING_TOP_KEYS.some((k) => p.startsWith(`edge.yaml: ${k}: unknown key`)),
-    );
-    // Anything besides "unknown key store/drain" is a real problem with the deploy config.
-    expect(err.problems.filter((p) => !pending.includes(p))).toEqual([]);
-    const rest = Object.fromEntries(
-      Object.entries(raw).filter(([k]) => !(PENDING_TOP_KEYS as readonly string[]).includes(k)),
-    );
-    return validateConfig(rest, 'edge.yaml', env);
-  }
-}
-
 if (!kubectlAvailable()) {
   describe.skip(`deploy/kustomize: ${KUBECTL} is not installed, overlays not rendered`, () => {
     it.skip('needs kubectl', () => undefined);
@@ -148,6 +156,10 @@ if (!kubectlAvailable()) {
 
       it('renders the expected objects', () => {
         expect(objects.map((o) => o.kind).sort()).toEqual([...want.kinds].sort());
+        // Without components the overlay applies on a cluster without the Prometheus Operator's CRDs
+        // or a custom metrics adapter.
+        if (want.components === undefined)
+          expect(objects.filter((o) => OPTIONAL_KINDS.includes(o.kind)).map((o) => o.kind)).toEqual([]);
       });
 
       it('every object validates against its schema, with no unknown fields', () => {
@@ -183,13 +195,18 @@ if (!kubectlAvailable()) {
         });
         expect(hpa?.spec?.minReplicas).toBe(want.replicas);
         expect(hpa!.spec!.maxReplicas).toBeGreaterThan(want.replicas);
+        // Long-lived WebSockets never rebalance: the autoscaler counts connections per pod first.
+        const pods = hpa!.spec!.metrics!.find((m) => m.type === 'Pods');
+        expect(pods?.pods?.metric.name).toBe('awp_edge_agent_connections');
+        expect(pods?.pods?.target).toMatchObject({ type: 'AverageValue' });
+        expect(Number(pods?.pods?.target.averageValue)).toBeGreaterThan(0);
         expect(matches(pdb?.spec?.selector?.matchLabels, deployment.spec?.template.metadata?.labels)).toBe(
           true,
         );
       });
 
       it('probes hit /healthz and /readyz on the admin port the config binds on all interfaces', () => {
-        const config = checkEdgeConfig(edgeYaml, fakeEnv(edge));
+        const { config } = checkDeployConfig(edgeYaml, fakeEnv(edge));
         expect(config.admin).toEqual({ host: '0.0.0.0', port: port('admin') });
         expect(config.listen).toEqual({ host: '0.0.0.0', port: port('agent') });
         expect(edge.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'admin' });
@@ -212,7 +229,8 @@ if (!kubectlAvailable()) {
           expect(spec.securityContext?.runAsNonRoot, where).toBe(true);
           expect(spec.securityContext?.runAsUser, where).toBeGreaterThan(0);
           expect(spec.securityContext?.seccompProfile?.type, where).toBe('RuntimeDefault');
-          expect(spec.automountServiceAccountToken, where).toBe(false);
+          // Only the metrics adapter talks to the Kubernetes API (it is an API server extension).
+          expect(spec.automountServiceAccountToken, where).toBe(where.endsWith('-prometheus-adapter'));
           for (const c of spec.containers) {
             expect(c.securityContext?.readOnlyRootFilesystem, `${where} ${c.name}`).toBe(true);
             expect(c.securityContext?.allowPrivilegeEscalation, `${where} ${c.name}`).toBe(false);
@@ -237,16 +255,29 @@ if (!kubectlAvailable()) {
         }
       });
 
-      it('edge.yaml passes the edge config loader with the environment the Deployment provides', () => {
+      it('edge.yaml passes the edge config loader; every credential file it names is mounted from a Secret key', () => {
         const env = fakeEnv(edge);
-        const config = checkEdgeConfig(edgeYaml, env);
+        const { config, runtime } = checkDeployConfig(edgeYaml, env);
         expect(config.routes.length).toBeGreaterThan(0);
         expect(config.routes.every((r) => r.agent_tokens.length > 0 && !r.allow_anonymous)).toBe(true);
         // Every `*_env` the config names is an env var the container sets (else the edge refuses to start).
         for (const name of envNamesIn(edgeYaml)) expect(Object.keys(env), name).toContain(name);
-        // Sections the loader may not know yet: their shape is checked here.
+        // Every `*_file` is a file the pod mounts from a Secret (projected, no subPath: rotated in place).
+        const mounted = secretFiles(pod, edge);
+        const files = filesIn(edgeYaml);
+        expect(files.length).toBeGreaterThan(0);
+        for (const f of files) expect(mounted.get(f), `${f} is mounted from a Secret`).toBeDefined();
+        // check-config without the pod's files: exactly those are run-time requirements.
+        expect(runtime.length).toBe(files.length);
+        for (const m of edge.volumeMounts ?? []) expect(m.subPath, m.name).toBeUndefined();
+        // A Secret key is optional in the pod exactly where the config can do without it: the agent
+        // credentials are required, the upstream credential is not (a world may take none).
+        expect(mounted.get(filesIn(edgeYaml.agents)[0]!)?.optional).toBe(false);
+        const upstream = filesIn(edgeYaml.routes)[0];
+        if (upstream !== undefined) expect(mounted.get(upstream)?.optional).toBe(true);
         const store = edgeYaml.store as { kind?: unknown; url_env?: unknown; key_prefix?: unknown };
         expect(store.kind).toBe(want.store);
+        expect(config.store.kind).toBe(want.store);
         if (want.store === 'redis') {
           expect(typeof store.url_env).toBe('string');
           expect(env[store.url_env as string]).toMatch(/^rediss?:\/\//);
@@ -268,12 +299,76 @@ if (!kubectlAvailable()) {
         expect(matches(policy.spec?.podSelector.matchLabels, podLabels)).toBe(true);
         const policyPorts = policy.spec?.ingress?.flatMap((r) => r.ports?.map((p) => p.port) ?? []);
         expect(policyPorts?.sort()).toEqual(['admin', 'agent']);
-        const monitor = one(objects, 'ServiceMonitor');
-        expect(matches(monitor.spec.selector.matchLabels, service.metadata?.labels)).toBe(true);
-        expect(monitor.spec.endpoints).toEqual([
-          expect.objectContaining({ port: 'admin', path: '/metrics' }),
-        ]);
+        if (want.components?.includes('servicemonitor')) {
+          const monitor = one(objects, 'ServiceMonitor');
+          expect(matches(monitor.spec.selector.matchLabels, service.metadata?.labels)).toBe(true);
+          expect(monitor.spec.endpoints).toEqual([
+            expect.objectContaining({ port: 'admin', path: '/metrics' }),
+          ]);
+        }
       });
+
+      if (want.components?.includes('ingress')) {
+        it('the Ingress routes to the agent port with WebSocket timeouts above the hop ping interval', () => {
+          const ingress = one(objects, 'Ingress');
+          const service = one(objects, 'Service', 'awp-edge');
+          const backends = ingress.spec!.rules!.flatMap((r) => r.http!.paths.map((x) => x.backend.service));
+          expect(backends).toEqual([{ name: service.metadata!.name, port: { name: 'agent' } }]);
+          expect(service.spec?.ports?.some((p) => p.name === 'agent')).toBe(true);
+          const { config } = checkDeployConfig(edgeYaml, fakeEnv(edge));
+          const annotations = ingress.metadata?.annotations ?? {};
+          for (const k of ['proxy-read-timeout', 'proxy-send-timeout']) {
+            const seconds = Number(annotations[`nginx.ingress.kubernetes.io/${k}`]);
+            // Several ping intervals of silence fit inside the proxy's idle timeout.
+            expect(seconds * 1000, k).toBeGreaterThanOrEqual(10 * config.timing.hop_ping_interval_ms);
+          }
+          expect(annotations['nginx.ingress.kubernetes.io/proxy-buffering']).toBe('off');
+          expect(ingress.spec?.tls?.[0]?.hosts).toEqual(ingress.spec!.rules!.map((r) => r.host));
+        });
+      }
+
+      if (want.components?.includes('prometheus-adapter')) {
+        it('prometheus-adapter serves the metric the autoscaler scales on, as the custom metrics API', () => {
+          const adapter = one(objects, 'Deployment', 'awp-edge-prometheus-adapter');
+          const spec = adapter.spec!.template.spec!;
+          const container = spec.containers[0]!;
+          const args = container.args ?? [];
+          const configArg = args.find((a) => a.startsWith('--config='))!.slice('--config='.length);
+          const mount = container.volumeMounts!.find((m) => configArg.startsWith(`${m.mountPath}/`))!;
+          const cm = one(
+            objects,
+            'ConfigMap',
+            spec.volumes!.find((v) => v.name === mount.name)?.configMap?.name,
+          );
+          const rules = (
+            parseYaml(cm.data![configArg.slice(mount.mountPath.length + 1)]!) as {
+              rules: { seriesQuery: string; name: { as: string }; resources: { overrides: object } }[];
+            }
+          ).rules;
+          const hpa = objects.find(
+            (o) => o.kind === 'HorizontalPodAutoscaler',
+          ) as unknown as IHorizontalPodAutoscaler;
+          const wanted = hpa.spec!.metrics!.filter((m) => m.type === 'Pods').map((m) => m.pods!.metric.name);
+          for (const name of wanted) {
+            const r = rules.find((x) => x.name.as === name);
+            expect(r, name).toBeDefined();
+            // Per pod: the labels the ServiceMonitor's scrape adds map to the pod and its namespace.
+            expect(r!.resources.overrides).toEqual({
+              namespace: { resource: 'namespace' },
+              pod: { resource: 'pod' },
+            });
+          }
+          expect(args.some((a) => /^--prometheus-url=https?:\/\//.test(a))).toBe(true);
+          const svc = one(objects, 'Service', 'awp-edge-prometheus-adapter');
+          expect(matches(svc.spec?.selector, adapter.spec?.template.metadata?.labels)).toBe(true);
+          const api = one(objects, 'APIService');
+          expect(api.spec).toMatchObject({
+            group: 'custom.metrics.k8s.io',
+            service: { name: svc.metadata!.name, namespace: adapter.metadata!.namespace },
+          });
+          expect(svc.spec?.ports?.[0]?.port).toBe(api.spec?.service?.port);
+        });
+      }
 
       if (want.store === 'redis') {
         it('the bundled Redis persists (AOF, no eviction), admits only the edge, and matches the documented URL', () => {
@@ -314,7 +409,10 @@ if (!kubectlAvailable()) {
   });
 }
 
-/** `secret/key` of every Secret reference in the pods; envFrom and secret volumes are refused (keys must be named). */
+/**
+ * `secret/key` of every Secret reference in the pods: env `secretKeyRef`s and the items of secret or
+ * projected volumes. envFrom and volumes without `items` are refused: every key must be named.
+ */
 function secretRefs(objects: readonly K8sObject[]): string[] {
   const refs: string[] = [];
   for (const [where, spec] of podSpecs(objects)) {
@@ -325,11 +423,43 @@ function secretRefs(objects: readonly K8sObject[]): string[] {
       }
       expect(c.envFrom ?? [], `${where}: no envFrom, every secret key is named`).toEqual([]);
     }
-    expect(spec.volumes?.filter((v) => v.secret !== undefined) ?? [], `${where}: no secret volumes`).toEqual(
-      [],
-    );
+    for (const v of spec.volumes ?? []) {
+      const sources = [
+        ...(v.secret ? [{ name: v.secret.secretName, items: v.secret.items }] : []),
+        ...(v.projected?.sources ?? []).flatMap((s) => (s.secret ? [s.secret] : [])),
+      ];
+      for (const src of sources) {
+        expect(src.items?.length ?? 0, `${where} volume ${v.name}: secret keys named`).toBeGreaterThan(0);
+        for (const i of src.items ?? []) refs.push(`${src.name}/${i.key}`);
+      }
+    }
   }
   return refs;
+}
+
+/** Files the container sees from Secret keys (projected volumes), with whether the key is optional. */
+function secretFiles(pod: IPodSpec, container: IContainer): Map<string, { key: string; optional: boolean }> {
+  const out = new Map<string, { key: string; optional: boolean }>();
+  for (const m of container.volumeMounts ?? []) {
+    const v = pod.volumes?.find((x) => x.name === m.name);
+    for (const s of v?.projected?.sources ?? []) {
+      for (const i of s.secret?.items ?? [])
+        out.set(`${m.mountPath}/${i.path}`, {
+          key: `${s.secret!.name}/${i.key}`,
+          optional: s.secret!.optional === true,
+        });
+    }
+  }
+  return out;
+}
+
+/** Every `*_file` value in a config section. */
+function filesIn(value: unknown): string[] {
+  if (Array.isArray(value)) return value.flatMap(filesIn);
+  if (typeof value !== 'object' || value === null) return [];
+  return Object.entries(value).flatMap(([k, v]) =>
+    k.endsWith('_file') && typeof v === 'string' ? [v] : filesIn(v),
+  );
 }
 
 /** The container's environment with every Secret-backed variable given a plausible fake value. */

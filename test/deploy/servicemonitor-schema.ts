@@ -114,3 +114,59 @@ export const SERVICE_MONITOR_SCHEMA = {
     },
   },
 } as const;
+
+/**
+ * A Prometheus Operator PrometheusRule (monitoring.coreos.com/v1), from the CRD's fields: groups of
+ * alerting or recording rules. The expressions themselves are checked by promtool (alerts.test.ts).
+ */
+const rule = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['expr'],
+  oneOf: [{ required: ['alert'] }, { required: ['record'] }],
+  properties: {
+    alert: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+    record: { type: 'string', pattern: '^[a-zA-Z_:][a-zA-Z0-9_:]*$' },
+    expr: { anyOf: [{ type: 'string', minLength: 1 }, { type: 'integer' }] },
+    for: { type: 'string', pattern: DURATION },
+    keep_firing_for: { type: 'string', pattern: DURATION },
+    labels: stringMap,
+    annotations: stringMap,
+  },
+};
+
+export const PROMETHEUS_RULE_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['apiVersion', 'kind', 'metadata', 'spec'],
+  properties: {
+    apiVersion: { const: 'monitoring.coreos.com/v1' },
+    kind: { const: 'PrometheusRule' },
+    metadata: SERVICE_MONITOR_SCHEMA.properties.metadata,
+    spec: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['groups'],
+      properties: {
+        groups: {
+          type: 'array',
+          minItems: 1,
+          items: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['name', 'rules'],
+            properties: {
+              name: { type: 'string', minLength: 1 },
+              interval: { type: 'string', pattern: DURATION },
+              query_offset: { type: 'string', pattern: DURATION },
+              limit: { type: 'integer', minimum: 0 },
+              partial_response_strategy: { type: 'string' },
+              labels: stringMap,
+              rules: { type: 'array', minItems: 1, items: rule },
+            },
+          },
+        },
+      },
+    },
+  },
+} as const;

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { PacedWriter } from '../../src/edge/paced-writer.js';
+import { PacedWriter } from '../../src/relay/io/paced-writer.js';
 
 afterEach(() => vi.useRealTimers());
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
-import { createDevCertificate } from '../../src/transport/dev-certificate.js';
+import { createDevCertificate } from '../support/dev-certificate.js';
 import { AwpClient, HttpRefusal, initializeParams } from '../support/awp-client.js';
 import { AGENT_TOKEN, startEdge, type TestEdge } from '../support/edge.js';
 

@@ -6,6 +6,9 @@
 import { ChannelHub } from '../../src/fanout/channel-hub.js';
 import type { HubFrame } from '../../src/fanout/keyframe-cache.js';
 import { Subscriber } from '../../src/fanout/subscriber.js';
+import { FrameMetrics } from '../../src/telemetry/frame-metrics.js';
+import type { FrameNote } from '../../src/transport/outbox.js';
+import type { ChannelReport } from './fleet.js';
 
 /** Per channel: the seqs and capture times in arrival order. */
 export class SeqTs {
@@ -25,12 +28,30 @@ export interface Taps {
   readonly hub: Map<number, SeqTs>;
   /** Frames the edge released to a subscriber (passed its rate gate and were handed to its outbox). */
   released(sub: Subscriber, channel_id: number): SeqTs;
+  /**
+   * Released latest-wins frames that a newer one on their channel then replaced while they waited for
+   * the subscriber's socket (AWP-TRN-009): by design never delivered, not lost.
+   */
+  replaced(sub: Subscriber, channel_id: number): ReadonlySet<number>;
   remove(): void;
 }
 
 export function installTaps(): Taps {
   const hubFrames = new Map<number, SeqTs>();
   const released = new WeakMap<Subscriber, Map<number, SeqTs>>();
+  const replaced = new WeakMap<Subscriber, Map<number, Set<number>>>();
+  /** The frame each note was offered with (one note per frame, shared by every subscriber). */
+  const noted = new WeakMap<FrameNote, { channel_id: number; seq: number }>();
+  /** The subscriber whose delivery is running: a replacement happens inside its sink's push. */
+  let current: Subscriber | null = null;
+  const during = <T>(sub: Subscriber, run: () => T): T => {
+    current = sub;
+    try {
+      return run();
+    } finally {
+      current = null;
+    }
+  };
   const at = <K>(m: Map<K, SeqTs>, k: K): SeqTs => {
     let v = m.get(k);
     if (v === undefined) m.set(k, (v = new SeqTs()));
@@ -51,18 +72,34 @@ export function installTaps(): Taps {
   // eslint-disable-next-line @typescript-eslint/unbound-method -- wrapped below and called with its own `this`
   const deliver = Subscriber.prototype.deliver;
   Subscriber.prototype.deliver = function (this: Subscriber, frame, note, start) {
-    const outcome = deliver.call(this, frame, note, start);
+    noted.set(note, { channel_id: frame.channel_id, seq: frame.seq });
+    const outcome = during(this, () => deliver.call(this, frame, note, start));
     if (outcome === 'forwarded' || outcome === 'overflow-stream' || outcome === 'overflow-control') {
       at(perSub(this), frame.channel_id).push(frame.seq, frame.ts_mono_ns);
     }
     return outcome;
   };
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- wrapped below and called with its own `this`
+  const replacedMetric = FrameMetrics.prototype.replaced;
+  FrameMetrics.prototype.replaced = function (this: FrameMetrics, note, bytes) {
+    const f = noted.get(note);
+    if (current !== null && f !== undefined) {
+      let m = replaced.get(current);
+      if (m === undefined) replaced.set(current, (m = new Map<number, Set<number>>()));
+      let set = m.get(f.channel_id);
+      if (set === undefined) m.set(f.channel_id, (set = new Set()));
+      set.add(f.seq);
+    }
+    replacedMetric.call(this, note, bytes);
+  };
   return {
     hub: hubFrames,
     released: (sub, id) => perSub(sub).get(id) ?? new SeqTs(),
+    replaced: (sub, id) => replaced.get(sub)?.get(id) ?? new Set(),
     remove: () => {
       hubProto.fanOut = fanOut;
       Subscriber.prototype.deliver = deliver;
+      FrameMetrics.prototype.replaced = replacedMetric;
     },
   };
 }
@@ -74,4 +111,23 @@ export function percentile(sorted: readonly number[], q: number): number {
 
 export function ms(ns: number): string {
   return (ns / 1e6).toFixed(2);
+}
+
+/**
+ * A reliable channel's losses as one observer received it: the seqs (sorted: inline frames sent before the
+ * stream connection took the channel over may arrive after the stream's first ones, two connections
+ * interleaving) that follow a gap and did not arrive as resync keyframes (a channel's restart, AWP-DAT-009).
+ * Also the seqs that arrived twice.
+ */
+export function reliableLosses(ch: ChannelReport): { missingBefore: number[]; twice: number[] } {
+  const seqs = [...ch.seqs].sort((a, b) => a - b);
+  const resync = new Set(ch.resyncSeqs);
+  const missingBefore: number[] = [];
+  const twice: number[] = [];
+  for (let i = 1; i < seqs.length; i++) {
+    const s = seqs[i]!;
+    if (s === seqs[i - 1]) twice.push(s);
+    else if (s !== seqs[i - 1]! + 1 && !resync.has(s)) missingBefore.push(s);
+  }
+  return { missingBefore, twice };
 }

@@ -88,10 +88,14 @@ function report(index: number, c: ObserverClient, stalls: boolean): ObserverRepo
       const log = c.channels.get(g.channel_id);
       let gaps = 0;
       let resyncs = 0;
+      const resyncSeqs: number[] = [];
       const latencies: number[] = [];
       if (log !== undefined) {
         for (let i = 0; i < log.count; i++) {
-          if (isResyncKeyframe(log.flags[i]!)) resyncs++;
+          if (isResyncKeyframe(log.flags[i]!)) {
+            resyncs++;
+            resyncSeqs.push(log.seq[i]!);
+          }
           if (i > 0 && log.seq[i]! !== log.seq[i - 1]! + 1 && !isResyncKeyframe(log.flags[i]!)) gaps++;
           latencies.push(log.tsSend[i]! >= 0 ? log.recv[i]! - log.tsSend[i]! : -1);
         }
@@ -109,6 +113,7 @@ function report(index: number, c: ObserverClient, stalls: boolean): ObserverRepo
         crossedInFlight: log?.crossedInFlight ?? 0,
         unexplainedGaps: gaps,
         resyncs,
+        resyncSeqs,
       };
     }),
   };

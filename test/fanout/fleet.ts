@@ -28,8 +28,13 @@ export interface ChannelReport {
   readonly lastSeq: number;
   readonly orderViolations: readonly { prev: number; got: number; streamed: boolean }[];
   readonly crossedInFlight: number;
-  /** Seq gaps not followed by a resync keyframe (reliable channels must have none). */
+  /**
+   * Seq gaps not followed by a resync keyframe (reliable channels must have none), in arrival order (see
+   * `resyncSeqs` for a check across the inline-to-stream hand-over, where two connections interleave).
+   */
   readonly unexplainedGaps: number;
+  /** The seqs that arrived as resync keyframes. */
+  readonly resyncSeqs: number[];
   readonly resyncs: number;
 }
 

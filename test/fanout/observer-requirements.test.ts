@@ -646,4 +646,25 @@ describe('observer fan-out (edge in front of the streaming demo arm)', () => {
     for (const name of lastSeq.keys()) expect(b.log(name).orderViolations).toEqual([]);
     expect(isKeyframe(b.log('camera').flags.at(-1)!)).toBe(true);
   });
+
+  it('AWP-SES-010 a resume while the old connection is still open replaces it: the old one is closed, the new one keeps the session', async () => {
+    const r = await rig();
+    const a = await r.observer({ kind: 'inline', subscribe: [{ channel: 'proprio' }] });
+    await until(() => a.log('proprio').count > 0, 2500, 'frames on the first connection');
+    const token = a.ready!.session_token as string;
+    const b = await r.resume({ kind: 'inline', subscribe: [] }, token, Math.max(...a.statusSeqs()));
+    expect(await a.waitClosed()).toMatchObject({ code: 1000 });
+    expect(b.ready!.session_id).toBe(a.ready!.session_id);
+    await sleep(200); // the edge has seen the old connection close by now
+    const before = b.log('proprio').count;
+    await until(() => b.log('proprio').count >= before + 20, 2500, 'frames on the new connection');
+    const pong = await b.call('ping', { origin_ns: 1 });
+    expect(pong.result).toBeDefined();
+    expect(b.notifications('session.state').map((p) => [p.state, p.reason])).toEqual([
+      ['suspended', 'connection_replaced'],
+      ['active', 'resumed'],
+    ]);
+    const o = [...r.hubs()[0]!.sessions()][0]!;
+    expect(o.attached).toBe(true);
+  });
 });

@@ -7,10 +7,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startDemoWorld, type DemoServerOptions, type RunningDemoWorld } from '../../src/demo/index.js';
-import { createDevCertificate } from '../../src/transport/dev-certificate.js';
+import { createDevCertificate } from '../support/dev-certificate.js';
 import type { ChannelHub } from '../../src/fanout/channel-hub.js';
-import type { ObserverSession } from '../../src/fanout/observer-session.js';
-import type { Outbox } from '../../src/fanout/outbox.js';
+import type { ObserverShell } from '../../src/fanout/observer-shell.js';
+import type { Outbox } from '../../src/transport/outbox.js';
 import type { Subscriber } from '../../src/fanout/subscriber.js';
 import type { RouteRuntime } from '../../src/edge/route.js';
 import type { ServerConnection } from '../../src/transport/engine.js';
@@ -150,7 +150,7 @@ export interface ObserverHold {
 
 /** What the edge holds for each of a hub's observers (test-only view of private fields). */
 export function observerHolds(hub: ChannelHub): ObserverHold[] {
-  return [...hub.sessions()].map((o: ObserverSession) => {
+  return [...hub.sessions()].map((o: ObserverShell) => {
     const sub: Subscriber | null = o.sub;
     const control = sub?.control;
     const conn = o['conn'];

@@ -3,9 +3,10 @@
  * timing a live world rarely produces on demand (bursts, restarts between keyframes, a busy socket).
  */
 import { describe, expect, it } from 'vitest';
-import { encodeFrame, FLAG_KEYFRAME, FLAG_RESYNC, peekFrame } from '../../src/protocol/frame.js';
+import { FLAG_KEYFRAME, FLAG_RESYNC, peekFrame } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { asResync, type HubFrame } from '../../src/fanout/keyframe-cache.js';
-import type { Sink } from '../../src/fanout/outbox.js';
+import type { Sink } from '../../src/transport/outbox.js';
 import { Subscriber, type SubscribedChannel } from '../../src/fanout/subscriber.js';
 import { WsStreamSink } from '../../src/fanout/ws-stream-sink.js';
 import type { ServerConnection } from '../../src/transport/engine.js';

@@ -3,7 +3,9 @@
  * ArrayBuffer memory by about S, not N x S. The world runs in a child process (its own allocations do
  * not count); the edge runs here on the `ws` engine; the N subscribers' stream sockets do not read, so
  * nothing is allocated on their side of this process. The measurement is taken synchronously around
- * the hub's fan-out of one large frame (no GC can run in between), after a full GC. As a control, the
+ * the hub's fan-out of one large frame (no GC can run in between), after a full GC: the frame's arrival
+ * and its whole pass over the subscribers, which the test runs to completion in the same turn (the hub
+ * would run it in time-bounded slices, hub-fanout.ts). As a control, the
  * same measurement with a stream sink that copies the frame per subscriber shows what N x S looks like.
  */
 import { runInNewContext } from 'node:vm';
@@ -39,6 +41,13 @@ interface Measurement {
   readonly subscribers: number;
 }
 
+/** The hub's pending fan-out passes, completed now (another module's private state, read by shape). */
+function completePasses(hub: ChannelHub): void {
+  const passes = (hub as unknown as { fanout: { passes: { run(expired: () => boolean): boolean } } }).fanout
+    .passes;
+  passes.run(() => false);
+}
+
 /** Resolves with the memory around the next fan-out of a frame of at least `bytes`. */
 function nextLargeFanOut(
   hub: ChannelHub,
@@ -59,6 +68,7 @@ function nextLargeFanOut(
       clearTimeout(timer);
       const before = process.memoryUsage().arrayBuffers;
       original.call(this, f);
+      completePasses(this);
       const after = process.memoryUsage().arrayBuffers;
       // Once the socket's message handler has returned (its chunks are garbage then): what stays held.
       setImmediate(() => {
@@ -137,7 +147,9 @@ describe('zero-copy fan-out', () => {
       // Control: the same, with a sink that copies the frame for each subscriber.
       // eslint-disable-next-line @typescript-eslint/unbound-method -- wrapped below and called with its own `this`
       const push = WsStreamSink.prototype.push;
+      let copies = 0;
       WsStreamSink.prototype.push = function (this: WsStreamSink, frame, latestWins, note) {
+        if (frame.buf.length >= S) copies++;
         return push.call(this, { ...frame, buf: Buffer.from(frame.buf) }, latestWins, note);
       };
       let copied: Measurement;
@@ -145,6 +157,7 @@ describe('zero-copy fan-out', () => {
         await sleep(400);
         const control = nextLargeFanOut(hub, S, 5000);
         control.quiet();
+        copies = 0;
         copied = await control.done;
       } finally {
         WsStreamSink.prototype.push = push;
@@ -159,7 +172,7 @@ describe('zero-copy fan-out', () => {
           `  ArrayBuffer growth while the frame arrived (socket chunks + the assembled message, no GC): ${mib(arrival)} MiB (${(arrival / S).toFixed(2)} x S)`,
           `  ArrayBuffer growth during the fan-out to ${m.subscribers}: ${mib(fanOut)} MiB (${(fanOut / S).toFixed(2)} x S)`,
           `  held after forwarding, minus before it arrived (both after a full GC): ${mib(held)} MiB (${(held / S).toFixed(2)} x S; the frame held once, the previous one let go)`,
-          `  control, a sink copying per subscriber: ${mib(copied.after - copied.before)} MiB during the fan-out (${((copied.after - copied.before) / S).toFixed(1)} x S; N x S = ${N} x S)`,
+          `  control, a sink copying per subscriber: ${mib(copied.after - copied.before)} MiB during the fan-out (${((copied.after - copied.before) / S).toFixed(1)} x S for ${copies} copies)`,
         ].join('\n'),
       );
       expect(m.subscribers).toBe(N);
@@ -170,7 +183,9 @@ describe('zero-copy fan-out', () => {
       // ... and leaves the one frame held (the previous camera frame let go of): about S, never N x S.
       expect(Math.abs(held)).toBeLessThanOrEqual(1.25 * S);
       // The measurement sees copies when there are some.
-      expect(copied.after - copied.before).toBeGreaterThan(0.8 * N * S);
+      // (Per copy made: on a loaded machine a subscriber's rate gate may hold the frame back, AWP-DAT-003.)
+      expect(copies).toBeGreaterThan(N / 4);
+      expect(copied.after - copied.before).toBeGreaterThan(0.8 * copies * S);
     },
   );
 });

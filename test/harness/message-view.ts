@@ -17,10 +17,6 @@ export function isRequest(msg: JsonObject): boolean {
   return methodOf(msg) !== undefined && idOf(msg) !== undefined;
 }
 
-export function isNotification(msg: JsonObject): boolean {
-  return methodOf(msg) !== undefined && !('id' in msg);
-}
-
 export function isResponse(msg: JsonObject): boolean {
   return methodOf(msg) === undefined && ('result' in msg || 'error' in msg);
 }

@@ -19,7 +19,6 @@ export const TRACE_NAMES = [
   'approval',
   'lockstep-replace',
 ] as const;
-export type TraceName = (typeof TRACE_NAMES)[number];
 
 export function parseTrace(text: string, name: string): ParsedTrace {
   const file = `${name}.jsonl`;

@@ -62,13 +62,6 @@ export const CONFIGS: readonly InteropConfig[] = [
   },
 ];
 
-export function configNamed(name: string): InteropConfig {
-  const c = CONFIGS.find((x) => x.name === name);
-  if (c === undefined)
-    throw new Error(`no interop config ${name}; known: ${CONFIGS.map((x) => x.name).join(', ')}`);
-  return c;
-}
-
 /** The fixture's `approver_token`, which the world must accept as an approver's credential. */
 export function fixtureApproverToken(fixture: string): string | undefined {
   const raw = JSON.parse(readFileSync(fixture, 'utf8')) as { approver_token?: unknown };

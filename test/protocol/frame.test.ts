@@ -13,10 +13,9 @@ import {
   FrameError,
   createFrameHeader,
   decodeFrame,
-  encodeFrame,
   peekFrame,
-  withFlags,
 } from '../../src/protocol/frame.js';
+import { encodeFrame, withFlags } from '../../src/protocol/frame-encode.js';
 import type { Frame, FrameErrorCode } from '../../src/protocol/frame.js';
 
 interface Vector {

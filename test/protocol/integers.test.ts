@@ -7,7 +7,7 @@ import {
   MAX_U53,
 } from '../../src/protocol/integers.js';
 import { parseMessage } from '../../src/protocol/jsonrpc.js';
-import { loadTraces } from '../../src/protocol/spec-data.js';
+import { loadTraces } from '../harness/spec-data.js';
 
 const TWO_53 = 2 ** 53;
 

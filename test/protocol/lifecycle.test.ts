@@ -11,7 +11,7 @@ import {
   transitionsFrom,
 } from '../../src/protocol/lifecycle.js';
 import { parseMessage } from '../../src/protocol/jsonrpc.js';
-import { loadTraces, type Trace } from '../../src/protocol/spec-data.js';
+import { loadTraces, type Trace } from '../harness/spec-data.js';
 
 describe('action lifecycle table', () => {
   it('has the eleven states and the five terminal ones', () => {

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { parseMessage, type RpcMessage } from '../../src/protocol/jsonrpc.js';
 import { AWP_METHODS, maySend, schemaFileFor, type Sender } from '../../src/protocol/methods.js';
 import { getValidator, type ValidationForm, type ValidationResult } from '../../src/protocol/schemas.js';
-import { loadExamples, loadSchemaFiles, loadTraces, type TraceLine } from '../../src/protocol/spec-data.js';
+import { loadSchemaFiles } from '../../src/protocol/spec-data.js';
+import { loadExamples, loadTraces, type TraceLine } from '../harness/spec-data.js';
 
 const received = getValidator('received');
 const sender = getValidator('sender');

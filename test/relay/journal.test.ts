@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ReplayJournal } from '../../src/relay/journal.js';
+import { ReplayJournal } from '../../src/session/journal.js';
 
 const note = (seq: number) => `{"jsonrpc":"2.0","method":"action.status","params":{"status_seq":${seq}}}`;
 

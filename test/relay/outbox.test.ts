@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Outbox } from '../../src/fanout/outbox.js';
+import { Outbox } from '../../src/transport/outbox.js';
 
 /** A socket that accepts writes until it holds `capacity` bytes, then drains on demand. */
 class FakeSocket {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { RelayConnection } from '../../src/relay/relay-connection.js';
 import type { RelayEffect, RelayRoute } from '../../src/relay/relay-effects.js';
 import type { RelaySession } from '../../src/relay/relay-session.js';
-import { TokenMint } from '../../src/relay/tokens.js';
+import { TokenMint } from '../../src/session/tokens.js';
 
 const MANIFEST = {
   protocol_version: '0.1',

@@ -1,16 +1,16 @@
 /**
- * The SessionStore contract (src/store/session-store.ts), run against every implementation with the
+ * The SessionStore contract (src/session/session-store.ts), run against every implementation with the
  * same assertions: a resume must behave the same whichever store holds the session.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { JournalEntry } from '../../src/relay/journal.js';
+import type { JournalEntry } from '../../src/session/journal.js';
 import {
   FencedError,
   JournalGapError,
   type RelaySessionRecord,
   type SessionStore,
-} from '../../src/store/session-store.js';
+} from '../../src/session/session-store.js';
 
 export interface StoreFixture {
   readonly store: SessionStore;

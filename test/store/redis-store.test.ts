@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FencedError } from '../../src/store/session-store.js';
+import { FencedError } from '../../src/session/session-store.js';
 import { RedisSessionStore, StoreUnavailableError } from '../../src/store/redis-store.js';
 import { redisServerAvailable, REDIS_SERVER, startRedis, type TestRedis } from '../support/redis.js';
 import { entry, record, sessionStoreContract } from './contract.js';

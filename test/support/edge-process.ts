@@ -28,6 +28,9 @@ export interface EdgeProcessRoute {
   readonly upstream: string;
   readonly observers?: 'fanout' | 'relay';
   readonly hub_linger_ms?: number;
+  /** The edge's credential toward `upstream` (another edge, in a tier): a variable set through `env`. */
+  readonly upstream_token_env?: string;
+  readonly upstream_token_file?: string;
 }
 
 export interface EdgeProcessOptions {
@@ -42,6 +45,8 @@ export interface EdgeProcessOptions {
   readonly logLevel?: string;
   /** Further top-level config keys (merged over the defaults). */
   readonly extra?: Record<string, unknown>;
+  /** Further environment variables of the process (e.g. a route's `upstream_token_env`). */
+  readonly env?: Readonly<Record<string, string>>;
   /** Bound on the process reporting `awp-edge listening` (default 15000 ms: tsx compiles on start). */
   readonly startTimeoutMs?: number;
 }
@@ -112,6 +117,7 @@ export async function startEdgeProcess(options: EdgeProcessOptions): Promise<Edg
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     AWP_EDGE_AGENT_TOKENS: (options.agentTokens ?? [EDGE_AGENT_TOKEN]).join(','),
+    ...options.env,
   };
   if (options.redisUrl !== undefined) env[REDIS_URL_ENV] = options.redisUrl;
   const child = spawn(

@@ -18,6 +18,10 @@ export interface TestRoute {
   readonly upstream: string;
   readonly name?: string;
   readonly upstream_token?: string;
+  /** Origins of browser pages allowed to connect (default: the edge's own origin only). */
+  readonly allowed_origins?: readonly string[];
+  /** The flight recorder's `record:` section (issue 14). */
+  readonly record?: Readonly<Record<string, unknown>>;
 }
 
 export async function startEdge(

@@ -3,13 +3,15 @@
  * of the demo worlds under load: every query of every panel returns data, every metric a dashboard
  * names is exported, and every metric the edge defines is on a dashboard.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
 import { EdgeMetrics } from '../../src/telemetry/metrics.js';
+import { RecorderMetrics } from '../../src/telemetry/recorder-metrics.js';
 import { startEdge, type TestEdge } from '../support/edge.js';
 import { startPrometheus, type TestPrometheus } from '../support/prometheus.js';
 import {
@@ -108,10 +110,13 @@ describe('Grafana dashboards (grafana/)', () => {
         scrapeIntervalMs: 1000,
       });
       cleanups.push(async () => (await promStarting.catch(() => undefined))?.stop());
+      const loadStarted = performance.now();
       const load = await EdgeLoad.start(edge);
       cleanups.push(() => load.close());
       const prom: TestPrometheus = await promStarting;
       await prom.waitForScrapes(2, 20_000);
+      // One credential reload (an operator's SIGHUP), after scrapes saw the counter at 0: a success.
+      expect(edge.edge.reloadCredentials('signal').ok).toBe(true);
 
       const queries = dashboards.flatMap(({ dashboard }) => queriesOf(dashboard));
       /** Each query's series: how many, how many with a finite value, the largest value. */
@@ -182,6 +187,9 @@ describe('Grafana dashboards (grafana/)', () => {
       expect(empty, 'queries without data').toEqual([]);
       expect(results.length).toBeGreaterThan(40);
 
+      await checkValues(prom, load, rounds, (performance.now() - loadStarted) / 1000);
+      await checkDeployQueries(prom);
+
       // Every metric a dashboard names is exported on /metrics.
       const exposition = await (await fetch(`${edge.adminUrl}/metrics`)).text();
       const exported = exposedSampleNames(exposition);
@@ -195,7 +203,9 @@ describe('Grafana dashboards (grafana/)', () => {
       ).toEqual([]);
 
       // Every metric the edge defines is on some dashboard.
-      const own = (await new EdgeMetrics({ defaults: false }).registry.getMetricsAsJSON()).map((m) => m.name);
+      const defined = new EdgeMetrics({ defaults: false });
+      RecorderMetrics.for(defined.registry); // the flight recorder's (registered where a route records)
+      const own = (await defined.registry.getMetricsAsJSON()).map((m) => m.name);
       const shown = (name: string) =>
         [name, `${name}_bucket`, `${name}_sum`, `${name}_count`].some((n) => named.has(n));
       expect(
@@ -208,6 +218,182 @@ describe('Grafana dashboards (grafana/)', () => {
     }, 90_000);
   });
 });
+
+/** A panel's query (by dashboard uid, the start of its panel title and refId). */
+function panelQuery(uid: string, title: string, refId = 'A'): string {
+  const q = dashboards
+    .flatMap(({ dashboard }) => queriesOf(dashboard))
+    .find((x) => x.dashboard === uid && x.panel.startsWith(title) && x.refId === refId);
+  if (q === undefined) throw new Error(`no query ${uid} / ${title} / ${refId}`);
+  return q.expr;
+}
+
+/**
+ * Key panels' values against what the load counted itself, each panel evaluated over a window covering
+ * the whole run (so a rate times the window is the run's total). Bands are generous: Prometheus
+ * extrapolates rates at the window's edges, and frames in flight at the last scrape are not counted.
+ */
+async function checkValues(
+  prom: TestPrometheus,
+  load: EdgeLoad,
+  rounds: number,
+  runS: number,
+): Promise<void> {
+  const windowS = Math.ceil(runS) + 10;
+  const whole = { ...VARIABLES, __rate_interval: `${windowS}s`, __range: `${windowS}s` };
+  const report: string[] = [];
+  const values = async (uid: string, title: string, refId = 'A') => {
+    const v = (await prom.query(substitute(panelQuery(uid, title, refId), whole))).map((s) => ({
+      labels: s.metric,
+      value: Number(s.value),
+    }));
+    report.push(
+      `${uid} / ${title} / ${refId}: ${v.map((x) => `${JSON.stringify(x.labels)}=${x.value.toPrecision(4)}`).join('  ')}`,
+    );
+    return v;
+  };
+  const where = (v: { labels: Record<string, string>; value: number }[], labels: Record<string, string>) =>
+    v.filter((x) => Object.entries(labels).every(([k, want]) => x.labels[k] === want)).map((x) => x.value);
+  const one = (v: { labels: Record<string, string>; value: number }[], labels: Record<string, string>) => {
+    const found = where(v, labels);
+    expect(found, JSON.stringify(labels)).toHaveLength(1);
+    return found[0]!;
+  };
+  /** Within [lo, hi] times the load's own count: generous, the counts are exact but rates extrapolate. */
+  const near = (value: number, count: number, what: string, lo = 0.5, hi = 1.5) => {
+    expect(value, `${what}: ${value} against the load's ${count}`).toBeGreaterThanOrEqual(count * lo);
+    expect(value, `${what}: ${value} against the load's ${count}`).toBeLessThanOrEqual(count * hi);
+  };
+
+  const grid = load.gridFramesReceived();
+  report.push(`load: grid inline frames ${JSON.stringify(grid)}; ${rounds} rounds; window ${windowS} s`);
+  expect(grid.observer).toBeGreaterThan(100);
+
+  // Frames forwarded on the grid route (a relay agent and a hub observer, both reading every frame):
+  // the rate over the run times its length is what the two clients received.
+  const forwarded = await values('awp-edge-overview', 'Frames forwarded /s by route');
+  near(one(forwarded, { route: 'grid' }) * windowS, grid.all, 'grid frames forwarded', 0.7, 1.3);
+  // Received from the world (once, before fan-out) by the grid's hub, whose one observer got them all.
+  const received = await values('awp-edge-fanout', 'Frames /s by channel and outcome', 'B');
+  near(
+    one(received, { route: 'grid', channel: 'grid_view' }) * windowS,
+    grid.observer,
+    'grid frames received',
+    0.7,
+    1.3,
+  );
+
+  // Shares are of per-subscriber outcomes only: 0 on the grid (nothing dropped, replaced or
+  // downsampled), a share in (0, 1) for the arm's downsampled proprio, every one within [0, 1].
+  const share = await values('awp-edge-fanout', 'Share of frames not forwarded by channel');
+  for (const v of share) expect(v.value, JSON.stringify(v.labels)).toBeGreaterThanOrEqual(0);
+  for (const v of share) expect(v.value, JSON.stringify(v.labels)).toBeLessThanOrEqual(1);
+  expect(one(share, { route: 'grid', channel: 'grid_view' })).toBe(0);
+  const proprio = one(share, { route: 'arm', channel: 'proprio' });
+  expect(proprio).toBeGreaterThan(0);
+  expect(proprio).toBeLessThan(1);
+  // Bytes dropped: the arm's slow observers, never the grid's.
+  const dropped = await values('awp-edge-fanout', 'Bytes dropped /s (slow subscribers, malformed)');
+  expect(where(dropped, { route: 'grid' }).filter((x) => x !== 0)).toEqual([]);
+  expect(one(dropped, { route: 'arm', outcome: 'dropped_slow' })).toBeGreaterThan(0);
+
+  // One replica, ready, its store reachable.
+  for (const refId of ['A', 'B', 'C'])
+    expect(
+      (await values('awp-edge-overview', 'Replicas: scraped, ready, store reachable', refId)).map(
+        (x) => x.value,
+      ),
+    ).toEqual([1]);
+
+  // The one reload, successful; the credentials' age is within the run.
+  expect((await values('awp-edge-overview', 'Credential reloads', 'A')).map((x) => x.value)).toEqual([1]);
+  const reloads = await values('awp-edge-overview', 'Credential reloads', 'B');
+  near(one(reloads, { result: 'success' }), 1, 'credential reloads');
+  expect(one(reloads, { result: 'failure' })).toBe(0);
+  for (const age of await values('awp-edge-overview', 'Age of the credentials in use')) {
+    expect(age.value).toBeGreaterThanOrEqual(0);
+    expect(age.value).toBeLessThan(windowS + 60);
+  }
+
+  // Counts over the range against the load's own.
+  const refusals = await values('awp-edge-sessions', 'Refusals in range by reason');
+  near(one(refusals, { reason: 'max_action_rate_hz' }), load.counts.refusedByEdge, 'rate-limit refusals');
+  const resumes = await values('awp-edge-sessions', 'Resumes in range by outcome');
+  near(one(resumes, { kind: 'relay', outcome: 'resumed' }), load.counts.relayResumes, 'relay resumes');
+  near(
+    one(resumes, { kind: 'observer', outcome: 'resumed' }),
+    load.counts.observerResumes,
+    'observer resumes',
+  );
+  near(
+    one(resumes, { kind: 'relay', outcome: 'unknown_token' }),
+    load.counts.unknownTokenResumes,
+    'stray resumes',
+  );
+  const failures = await values('awp-edge-sessions', 'Upstream failures in range');
+  near(
+    one(failures, { route: 'gone', kind: 'control', reason: 'unreachable' }),
+    load.counts.upstreamFailures,
+    'upstream failures',
+  );
+  console.log(report.join('\n'));
+}
+
+const DEPLOY_COMPONENTS = join(import.meta.dirname, '..', '..', 'deploy', 'kustomize', 'components');
+
+/**
+ * The deploy components' PromQL against this Prometheus (its job is `awp-edge`, as the ServiceMonitor's):
+ * every alert expression evaluates, and those whose answer the load fixes give it (the edge is up, ready,
+ * its store reachable; the route whose world is down fails upstream); prometheus-adapter's queries, as the
+ * adapter expands them, give the per-target sums the autoscaler would read.
+ */
+async function checkDeployQueries(prom: TestPrometheus): Promise<void> {
+  const rule = parse(
+    readFileSync(join(DEPLOY_COMPONENTS, 'prometheus-rules', 'prometheusrule.yaml'), 'utf8'),
+  ) as {
+    spec: { groups: { rules: { alert: string; expr: string }[] }[] };
+  };
+  const firing = new Map<string, Record<string, string>[]>();
+  for (const r of rule.spec.groups.flatMap((g) => g.rules)) {
+    firing.set(
+      r.alert,
+      (await prom.query(r.expr)).map((s) => s.metric),
+    );
+  }
+  console.log(
+    `alerts against the load: ${[...firing].map(([a, f]) => `${a} ${f.length === 0 ? 'quiet' : JSON.stringify(f)}`).join('; ')}`,
+  );
+  for (const quiet of [
+    'AwpEdgeDown',
+    'AwpEdgeAbsent',
+    'AwpEdgeNotReady',
+    'AwpEdgeStoreUnavailable',
+    'AwpEdgeCredentialReloadFailed',
+  ])
+    expect(firing.get(quiet), quiet).toEqual([]);
+  expect(firing.get('AwpEdgeUpstreamFailures')?.map((m) => m.route)).toEqual(['gone']);
+  expect(firing.get('AwpEdgeFramesDropped')?.filter((m) => m.route === 'grid')).toEqual([]);
+
+  const adapter = parse(
+    readFileSync(join(DEPLOY_COMPONENTS, 'prometheus-adapter', 'adapter-config.yaml'), 'utf8'),
+  ) as {
+    data: Record<string, string>;
+  };
+  const rules = (
+    parse(adapter.data['config.yaml']!) as { rules: { name: { as: string }; metricsQuery: string }[] }
+  ).rules;
+  for (const r of rules) {
+    const expanded = r.metricsQuery
+      .replace('<<.Series>>', r.name.as)
+      .replace('<<.LabelMatchers>>', 'job="awp-edge"')
+      .replace('<<.GroupBy>>', 'instance');
+    const perTarget = await prom.query(expanded);
+    const total = await prom.query(`sum(${r.name.as})`);
+    expect(perTarget, expanded).toHaveLength(1);
+    expect(Number(perTarget[0]!.value), expanded).toBe(Number(total[0]!.value));
+    expect(Number(perTarget[0]!.value), expanded).toBeGreaterThan(0);
+  }
+}
 
 async function edgeInFrontOfDemoWorlds(
   cleanups: (() => Promise<void> | void)[],
@@ -224,10 +410,13 @@ async function edgeInFrontOfDemoWorlds(
   cleanups.push(() => arm.close());
   const grid = await startDemoWorld({ kind: 'grid', host: '127.0.0.1', port: 0 });
   cleanups.push(() => grid.close());
+  const recordings = mkdtempSync(join(tmpdir(), 'awp-dashboards-recordings-'));
+  cleanups.push(() => rmSync(recordings, { recursive: true, force: true }));
   const edge = await startEdge(
     [
       { path: '/arm', upstream: arm.url, name: 'arm' },
-      { path: '/grid', upstream: grid.url, name: 'grid' },
+      // Recorded: the flight recorder's panels (a lockstep agent ticks the grid, observers watch it).
+      { path: '/grid', upstream: grid.url, name: 'grid', record: { dir: recordings } },
       // A world that is down: agents on this route count upstream failures.
       { path: '/gone', upstream: `ws://127.0.0.1:${await closedPort()}/`, name: 'gone' },
     ],

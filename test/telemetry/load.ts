@@ -38,9 +38,11 @@ export class EdgeLoad {
     upstreamFailures: 0,
   };
   private readonly clients: AwpClient[] = [];
+  private readonly paths = new Map<AwpClient, string>();
   private readonly sockets: WebSocket[] = [];
   private actor!: { client: AwpClient; token: string };
   private grid!: AwpClient;
+  private gridObserver!: AwpClient;
   private tick = 0;
   private observer!: { client: AwpClient; token: string };
   private pinger: NodeJS.Timeout | undefined;
@@ -57,7 +59,19 @@ export class EdgeLoad {
   private async connect(path: string, viaSubprotocol = false): Promise<AwpClient> {
     const c = await AwpClient.connect(this.edge.url(path), { credential: AGENT_TOKEN, viaSubprotocol });
     this.clients.push(c);
+    this.paths.set(c, path);
     return c;
+  }
+
+  /**
+   * Inline frames (`obs.frame`) received so far on the grid route (every client there subscribes to
+   * grid_view only and reads everything): by all its clients, and by its one hub observer.
+   */
+  gridFramesReceived(): { all: number; observer: number } {
+    const frames = (c: AwpClient) => c.received.filter((m) => m.method === 'obs.frame').length;
+    let all = 0;
+    for (const c of this.clients) if (this.paths.get(c) === '/grid') all += frames(c);
+    return { all, observer: frames(this.gridObserver) };
   }
 
   private async setup(): Promise<void> {
@@ -95,7 +109,7 @@ export class EdgeLoad {
     await this.openStream(onStream.ready, false);
     const resumable = await this.openObserver('/arm', 'streaming', [{ channel: 'state' }], true);
     this.observer = { client: resumable.client, token: resumable.ready.session_token as string };
-    await this.openObserver('/grid', 'lockstep', [{ channel: 'grid_view' }]);
+    this.gridObserver = (await this.openObserver('/grid', 'lockstep', [{ channel: 'grid_view' }])).client;
     await this.slowStreamObserver();
     await this.slowInlineObserver();
   }

@@ -5,6 +5,9 @@
  * `awp.bearer.<token>` subprotocol, refused connections — while every log line is captured at level
  * trace; then every log line and the whole /metrics output are searched for every secret.
  */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,6 +29,8 @@ const SESSION_EVENTS = ['session_opened', 'session_resumed', 'session_suspended'
 
 interface Run {
   readonly lines: string[];
+  /** The flight recorder's files of the route (issue 14), as written so far. */
+  readonly recordings: string[];
   readonly metrics: string;
   /** Session tokens the edge minted, read from session.ready results. */
   readonly edgeTokens: string[];
@@ -71,6 +76,25 @@ describe('credentials in logs and metrics', () => {
       `searched ${run.lines.length} log lines and ${run.metrics.length} bytes of /metrics for ${Object.keys(secrets).length} secrets`,
     );
     expect(leaks).toEqual([]);
+  });
+
+  it('AWP-AUD-006 no credential or session token appears in any recording file (the flight recorder)', () => {
+    const secrets = [
+      AGENT_TOKEN,
+      UPSTREAM_CREDENTIAL,
+      WRONG_CREDENTIAL,
+      URL_CREDENTIAL,
+      UNKNOWN_SESSION_TOKEN,
+      WRONG_STREAM_TOKEN,
+      ...run.edgeTokens,
+      ...run.worldTokens,
+    ];
+    // The relay session, and the observer session (both opened and resumed, a stream connection each).
+    expect(run.recordings.length).toBeGreaterThanOrEqual(2);
+    const text = run.recordings.join('');
+    expect(text).toContain('[redacted:sha256:');
+    for (const s of secrets)
+      expect(text.includes(s), `a secret in a recording: ${s.slice(0, 6)}...`).toBe(false);
   });
 
   it('AWP-AUD-006 session events are one line each with route, session_id and the token as [redacted:sha256:<8 hex>]', () => {
@@ -119,8 +143,18 @@ async function drive(): Promise<Run> {
   });
   const world = await startDemoWorld({ kind: 'arm', host: '127.0.0.1', port: 0, token: UPSTREAM_CREDENTIAL });
   cleanups.push(() => world.close());
+  const recordings = mkdtempSync(join(tmpdir(), 'awp-redaction-recordings-'));
+  cleanups.push(() => rmSync(recordings, { recursive: true, force: true }));
   const edge = await startEdge(
-    [{ path: '/arm', upstream: world.url, name: 'arm', upstream_token: UPSTREAM_CREDENTIAL }],
+    [
+      {
+        path: '/arm',
+        upstream: world.url,
+        name: 'arm',
+        upstream_token: UPSTREAM_CREDENTIAL,
+        record: { dir: recordings },
+      },
+    ],
     { log_level: 'trace' },
     { log: createLogger('trace', destination) },
   );
@@ -216,7 +250,16 @@ async function drive(): Promise<Run> {
     observed.session_token,
     observerResumed.session_token,
   ].filter((t): t is string => typeof t === 'string');
-  return { lines, metrics, edgeTokens: [...new Set(edgeTokens)], worldTokens: [...worldTokens], relayToken };
+  await Promise.all([...edge.edge.ctx.recorders.values()].map((r) => r.flushed()));
+  const files = readdirSync(recordings).map((f) => readFileSync(join(recordings, f), 'utf8'));
+  return {
+    lines,
+    recordings: files,
+    metrics,
+    edgeTokens: [...new Set(edgeTokens)],
+    worldTokens: [...worldTokens],
+    relayToken,
+  };
 }
 
 /** Opens the session's ws stream endpoint with its token and waits for a frame. */

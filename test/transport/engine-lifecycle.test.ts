@@ -3,6 +3,8 @@
  * Every case runs on `ws` and, where uWebSockets.js loads, on `uws`.
  */
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -182,15 +184,79 @@ for (const engine of ENGINES) {
       expect(again.ws.protocol).toBe('awp');
     });
 
-    it('refuses to listen on a port another server holds', async () => {
+    it('listens again on its port at once while the connections it closed linger (SO_REUSEADDR)', async () => {
+      // Started on port 0, as tests and `--listen 127.0.0.1:0` do: uSockets sets SO_REUSEADDR only for a
+      // port it is given, so the engine picks the port itself; the restart goes to the port it got.
+      const r = await startRecorder(engine);
+      const port = r.server.port;
+      // A WebSocket the server closed, a plain request answered 426 (the server ends TCP first: TIME_WAIT on
+      // its side), the same to a client that never closes its half (the server's socket waits in FIN_WAIT),
+      // and a TCP connection that never sent a request (close() ends it too: node's http.close() alone would
+      // wait for it up to its headersTimeout).
+      const ws = await openClient(r.url);
+      (await r.nextSide()).conn.close(1000, 'bye');
+      await withTimeout(ws.closed, 5000, 'the client close');
+      const plain = connect({ port, host: '127.0.0.1' });
+      plain.on('error', () => undefined);
+      plain.resume();
+      plain.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      await withTimeout(
+        new Promise((resolve) => plain.once('close', resolve)),
+        5000,
+        'the 426 and its close',
+      );
+      const halfOpen = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+      halfOpen.on('error', () => undefined);
+      halfOpen.resume();
+      halfOpen.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      await withTimeout(new Promise((resolve) => halfOpen.once('end', resolve)), 5000, 'the 426 and its FIN');
+      const idle = connect({ port, host: '127.0.0.1' });
+      idle.on('error', () => undefined);
+      await new Promise((resolve) => idle.once('connect', resolve));
+      await r.close();
+      // The old server's sockets still hold the port (closing, FIN_WAIT, TIME_WAIT); none listens.
+      const lingering = tcpStates(port);
+      try {
+        expect(lingering).not.toContain('LISTEN');
+        expect(lingering.length, 'sockets of the closed server on its port').toBeGreaterThan(0);
+        recorder = await startRecorder(engine, { port }); // the first attempt, no retry
+        const again = await openClient(recorder.url);
+        expect(again.ws.protocol).toBe('awp');
+      } finally {
+        halfOpen.destroy();
+        idle.destroy();
+      }
+    });
+
+    it('refuses to listen on a port another server holds, saying why', async () => {
       recorder = await startRecorder(engine);
       const port = recorder.server.port;
-      await expect(startRecorder(engine, { port })).rejects.toThrow();
+      await expect(startRecorder(engine, { port })).rejects.toMatchObject({ code: 'EADDRINUSE', port });
       // And the first server still serves.
       const c = await openClient(recorder.url);
       expect(c.ws.readyState).toBe(WebSocket.OPEN);
     });
   });
+}
+
+/** TCP states of this machine's IPv4 sockets whose local port is `port` (from /proc/net/tcp). */
+function tcpStates(port: number): string[] {
+  const NAMES: Record<string, string> = {
+    '01': 'ESTABLISHED',
+    '04': 'FIN_WAIT1',
+    '05': 'FIN_WAIT2',
+    '06': 'TIME_WAIT',
+    '07': 'CLOSE',
+    '08': 'CLOSE_WAIT',
+    '0A': 'LISTEN',
+  };
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  return readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f[1]?.endsWith(`:${hex}`))
+    .map((f) => NAMES[f[3]!] ?? f[3]!);
 }
 
 describe.skipIf(ENGINES.find((e) => e.name === 'uws')!.unavailable !== undefined)('engine uws only', () => {

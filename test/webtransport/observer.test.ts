@@ -167,7 +167,7 @@ describe('webtransport observer endpoint', () => {
     // Counted with the edge's other refusals.
     const metrics = await (await fetch(`${edge.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/awp_edge_rejections_total\{route="r0",reason="stream_unauthorized"\} [3-9]/);
-    expect(metrics).toMatch(/awp_edge_rejections_total\{route="none",reason="credential_in_url"\} 1/);
+    expect(metrics).toMatch(/awp_edge_rejections_total\{route="r0",reason="credential_in_url"\} 1/);
   });
 
   it('AWP-TRN-013 AWP-DAT-010 a malformed frame from the observer closes the session with 1002 AWP_MALFORMED', async () => {

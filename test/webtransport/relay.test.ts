@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
-import { encodeFrame, FLAG_KEYFRAME, FLAG_RESYNC } from '../../src/protocol/frame.js';
+import { FLAG_KEYFRAME, FLAG_RESYNC } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
 import { AGENT_TOKEN } from '../support/edge.js';
 import { sleep, startWtEdge, until, WtAgent, type WtEdge } from './support.js';

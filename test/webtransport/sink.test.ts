@@ -4,8 +4,9 @@
  */
 import { ReadableStream, WritableStream } from 'node:stream/web';
 import { describe, expect, it } from 'vitest';
-import { ChannelStreams } from '../../src/fanout/webtransport-sink.js';
-import { encodeFrame, FLAG_KEYFRAME, FLAG_RESYNC, peekFrame } from '../../src/protocol/frame.js';
+import { ChannelStreams } from '../../src/transport/webtransport-streams.js';
+import { FLAG_KEYFRAME, FLAG_RESYNC, peekFrame } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import type { WebTransportSession } from '../../src/transport/webtransport.js';
 
 /** One outgoing stream: what reached it, and whether its window is open. */

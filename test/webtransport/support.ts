@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { ReadableStream, WritableStream } from 'node:stream/web';
 import { WebTransport } from '@fails-components/webtransport';
 import { createFrameHeader, peekFrame } from '../../src/protocol/frame.js';
-import { createDevCertificate, type DevCertificate } from '../../src/transport/dev-certificate.js';
+import { createDevCertificate, type DevCertificate } from '../support/dev-certificate.js';
 import { FrameSplitter } from '../../src/transport/webtransport-framing.js';
 import { startEdge, type TestEdge, type TestRoute } from '../support/edge.js';
 

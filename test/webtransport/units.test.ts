@@ -11,9 +11,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, validateConfig } from '../../src/config/load.js';
 import { RouteRuntime } from '../../src/edge/route.js';
 import { FrameError } from '../../src/protocol/frame.js';
-import { loadFrameVectors } from '../../src/protocol/spec-data.js';
-import { TokenMint } from '../../src/relay/tokens.js';
-import { certificateHash, createDevCertificate } from '../../src/transport/dev-certificate.js';
+import { loadFrameVectors } from '../harness/spec-data.js';
+import { TokenMint } from '../../src/session/tokens.js';
+import { certificateHash, createDevCertificate } from '../support/dev-certificate.js';
 import { FrameSplitter, FrameTooLarge } from '../../src/transport/webtransport-framing.js';
 
 const vectors = loadFrameVectors();

@@ -1,0 +1,339 @@
+/**
+ * Overload: the edge offered more frames than it can write, and what happens to control. One demo arm world
+ * (100 Hz proprio, 30 Hz 64 KiB camera), N observers of both channels on the `ws` stream binding, and a
+ * probe in its own process (bench/lib/probe-child.ts): an observer of both channels that pings the edge
+ * every 50 ms and times frame ages, and a relay agent (`arm_01`) pinging the world through the edge every
+ * 50 ms. The edge's event-loop delay comes from its process (bench/lib/edge-child.ts).
+ *
+ * In the same run, per engine: the probe alone (idle: the baselines), then the edge's capacity (a ramp of
+ * observers until it no longer delivers what is offered; capacity = the most frames/s it delivered), then
+ * 1x, 2x and 5x that capacity offered (N = factor x capacity / 130 frames/s per observer), each with the
+ * probe. The engine follows the runtime: uWebSockets.js on Node 24 (production), `ws` on Node 20;
+ * AWP_BENCH_OVERLOAD_ENGINES=ws,uws runs both.
+ */
+import { Child } from '../lib/child.js';
+import { diff, ratio, type BenchContext } from '../lib/context.js';
+import {
+  offeredPerObserver,
+  runCase,
+  SUBSCRIBE_ALL,
+  type CaseProbe,
+  type CaseResult,
+  type LoopDelay,
+} from '../lib/fanout-case.js';
+import type { LatencySummary } from '../lib/histogram.js';
+import { BENCH_TOKEN } from '../lib/setup.js';
+import { MIXED } from './fanout.js';
+
+/** The world's heartbeat (and so the observers' on the edge): short, so that a window sees many. */
+const HEARTBEAT_MS = 2000;
+const PING_MS = 50;
+const FACTORS = [1, 2, 5] as const;
+const PROPRIO_INTERVAL_MS = 1000 / MIXED.proprioHz;
+const CAMERA_INTERVAL_MS = 1000 / MIXED.cameraHz;
+
+interface PingReport {
+  readonly rtt: LatencySummary;
+  readonly failures: number;
+  readonly unanswered: number;
+  readonly sent: number;
+}
+
+interface Heartbeats {
+  readonly received: number;
+  readonly max_gap_ms: number;
+  readonly missed: number;
+}
+
+interface ProbeReport {
+  readonly wall_ms: number;
+  readonly observer_ping: PingReport;
+  readonly observer_heartbeats: Heartbeats;
+  readonly relay_ping?: PingReport;
+  readonly relay_heartbeats?: Heartbeats;
+  readonly age: Record<string, LatencySummary>;
+  readonly fps: Record<string, number>;
+  readonly closed: { observer: number | null; relay: number | null };
+  readonly elu: number;
+}
+
+/** One measured case, condensed. Times in ms. */
+export interface OverloadCase {
+  readonly label: string;
+  readonly observers: number;
+  readonly offered_fps: number;
+  readonly delivered_fps: number;
+  readonly delivered_vs_capacity: number | null;
+  readonly edge_cpu_pct: number;
+  readonly ping_ms: { p50: number; p99: number; max: number; unanswered: number };
+  readonly relay_ms: { p50: number; p99: number; max: number; unanswered: number } | null;
+  readonly relay_added_p99_ms: number | null;
+  readonly loop_delay_ms: LoopDelay | string | null;
+  readonly age_ms: Record<string, { p50: number; p99: number; max: number }>;
+  readonly probe_fps: Record<string, number>;
+  /** Heartbeats the probe's sessions missed, and observer sessions closed (generators' and the probe's). */
+  readonly heartbeats: {
+    observer_missed: number;
+    observer_max_gap_ms: number;
+    relay_missed: number;
+    relay_max_gap_ms: number;
+    sessions_closed: number;
+  };
+  readonly generator_saturated: boolean;
+  readonly generators_cpu_pct: number[];
+  readonly setup_ms: { open: number; subscribe: number };
+  /** Observers whose obs.subscribe the edge dropped or left unanswered (2 min). */
+  readonly subscribe_failures: number;
+  /** Delivered frames per edge CPU-second, and that over the capacity step's (no collapse: ~1). */
+  readonly frames_per_cpu_s: number;
+  readonly efficiency_vs_capacity: number | null;
+}
+
+/** A case that could not be measured (e.g. the generators could not set up against the edge). */
+export interface FailedCase {
+  readonly label: string;
+  readonly observers: number;
+  readonly error: string;
+}
+
+export interface OverloadEngine {
+  readonly engine: 'ws' | 'uws';
+  readonly capacity: {
+    readonly fps: number;
+    /** Frames per edge CPU-second at the first step (100 observers): where the ramp starts. */
+    readonly cpu_estimate_fps: number;
+    /** Frames per edge CPU-second at the step that delivered the most (not overloaded yet). */
+    readonly frames_per_cpu_s: number;
+    readonly steps: {
+      observers: number;
+      offered_fps: number;
+      delivered_fps: number;
+      edge_cpu_pct: number;
+      generators_cpu_pct: number[];
+      generator_saturated: boolean;
+    }[];
+  };
+  readonly idle: OverloadCase;
+  readonly loads: ((OverloadCase | FailedCase) & { factor: number })[];
+}
+
+export interface OverloadSummary {
+  readonly bench: 'overload';
+  readonly window_s: number;
+  readonly heartbeat_ms: number;
+  readonly ping_interval_ms: number;
+  readonly frame_interval_ms: { proprio: number; camera: number };
+  readonly engines: OverloadEngine[];
+  readonly method: string;
+}
+
+const METHOD =
+  'Fresh processes per case (world, edge, generators at 250 observers each, the probe). Observers open, the ' +
+  'probe opens, observers subscribe proprio and camera; warm-up; then a window in which generators count frames, the probe pings on a ' +
+  'fixed 50 ms cadence on its observer session (answered by the edge) and its relay session (answered by the ' +
+  "world), and records frame age = receipt - ts_mono_ns and the peers' heartbeat pings. Pings unanswered at the " +
+  "window's end count at their age then. A heartbeat more than half an interval late counts as missed. " +
+  "Capacity: a ramp from 100 observers (then ~60 % of one core's worth, x1.35 per step) until delivered < 97 % " +
+  'of offered and no more than 5 % above the best step; the most frames/s delivered, and the frames per edge ' +
+  'CPU-second at that step (the baseline of efficiency_vs_capacity). Relay added = p99 under load - p99 idle ' +
+  '(the probe alone). A case the generators cannot set up (the edge drops or does not answer them) is reported ' +
+  'as not measured; obs.subscribe failures are counted.';
+
+function probeFor(ctx: BenchContext): CaseProbe & { stop(): Promise<void> } {
+  let child: Child | undefined;
+  return {
+    ready: async (url, origin) => {
+      child = await Child.start('bench/lib/probe-child.ts', [], {
+        node: ctx.runtime.node,
+        build: ctx.runtime.build,
+        name: 'probe',
+      });
+      await child.request(
+        'open',
+        { url, origin, credential: BENCH_TOKEN, channels: SUBSCRIBE_ALL, embodiment: 'arm_01' },
+        120_000,
+      );
+    },
+    begin: async () => {
+      await child!.request('begin', { intervalMs: PING_MS });
+    },
+    end: () => child!.request('end', {}, 60_000),
+    stop: async () => {
+      await child?.request('close', {}, 5000).catch(() => undefined);
+      await child?.stop();
+    },
+  };
+}
+
+const ms = (us: number) => Math.round(us / 10) / 100;
+
+function condense(
+  label: string,
+  r: CaseResult,
+  capacity: number | null,
+  idleRelayP99: number | null,
+  capacityPerCpu: number | null = null,
+): OverloadCase {
+  const p = r.probe as unknown as ProbeReport;
+  const lat = (x: PingReport | undefined) =>
+    x === undefined
+      ? null
+      : { p50: ms(x.rtt.p50_us), p99: ms(x.rtt.p99_us), max: ms(x.rtt.max_us), unanswered: x.unanswered };
+  const relay = lat(p.relay_ping);
+  const delivered = r.healthy.delivered_fps;
+  return {
+    label,
+    observers: r.observers,
+    offered_fps: r.offered_fps,
+    delivered_fps: delivered,
+    delivered_vs_capacity: capacity !== null && r.observers > 0 ? ratio(delivered, capacity) : null,
+    edge_cpu_pct: r.server.cpu_pct,
+    ping_ms: lat(p.observer_ping)!,
+    relay_ms: relay,
+    relay_added_p99_ms: relay !== null && idleRelayP99 !== null ? diff(relay.p99, idleRelayP99) : null,
+    loop_delay_ms: r.edge_loop_delay_ms ?? null,
+    age_ms: Object.fromEntries(
+      Object.entries(p.age).map(([k, a]) => [k, { p50: ms(a.p50_us), p99: ms(a.p99_us), max: ms(a.max_us) }]),
+    ),
+    probe_fps: p.fps,
+    heartbeats: {
+      observer_missed: p.observer_heartbeats.missed,
+      observer_max_gap_ms: p.observer_heartbeats.max_gap_ms,
+      relay_missed: p.relay_heartbeats?.missed ?? 0,
+      relay_max_gap_ms: p.relay_heartbeats?.max_gap_ms ?? 0,
+      sessions_closed:
+        r.healthy.closed + (p.closed.observer !== null ? 1 : 0) + (p.closed.relay !== null ? 1 : 0),
+    },
+    generator_saturated: r.generator_saturated,
+    generators_cpu_pct: r.generators.map((g) => g.cpu_pct),
+    setup_ms: r.setup_ms,
+    subscribe_failures: r.subscribe_failures ?? 0,
+    frames_per_cpu_s: perCpu(r),
+    efficiency_vs_capacity: capacityPerCpu !== null ? ratio(perCpu(r), capacityPerCpu) : null,
+  };
+}
+
+function perCpu(r: CaseResult): number {
+  return Math.round(r.healthy.delivered_fps / (r.server.cpu_pct / 100));
+}
+
+export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
+  const window = ctx.durationS ?? (ctx.full ? 10 : 6);
+  const warmup = ctx.full ? 3 : 2;
+  const major = Number(/^v(\d+)/.exec(ctx.runtime.version)?.[1] ?? 0);
+  const wanted = process.env.AWP_BENCH_OVERLOAD_ENGINES?.split(',').map((e) => e.trim());
+  const engines = (wanted ?? [major >= 24 && ctx.runtime.uws.ok ? 'uws' : 'ws']).filter(
+    (e): e is 'ws' | 'uws' => e === 'ws' || (e === 'uws' && ctx.runtime.uws.ok),
+  );
+  const perObserver = offeredPerObserver(MIXED);
+  const out: OverloadEngine[] = [];
+  for (const engine of engines) {
+    const target = engine === 'uws' ? 'edge-uws' : 'edge-ws';
+    const run = async (observers: number, durationS: number, withProbe: boolean) => {
+      const probe = withProbe ? probeFor(ctx) : undefined;
+      try {
+        return await runCase(ctx, {
+          target,
+          observers,
+          warmupS: warmup,
+          durationS,
+          workload: MIXED,
+          // Small groups: a generator process is one thread, and the edge must not wait on one.
+          perGenerator: 250,
+          world: { heartbeatIntervalMs: HEARTBEAT_MS },
+          subscribeTimeoutMs: 120_000,
+          subscribeTolerant: true,
+          ...(probe !== undefined ? { probe } : {}),
+        });
+      } finally {
+        await probe?.stop();
+      }
+    };
+    ctx.log(`overload: ${target}, idle (the probe alone, ${window} s)`);
+    const idle = condense('idle', await run(0, window, true), null, null);
+    ctx.log(`  ping p99 ${idle.ping_ms.p99} ms, relay p99 ${idle.relay_ms?.p99} ms`);
+
+    // Capacity: more observers each step while the edge delivers the offer, or still delivers more than
+    // before (one noisy step on a shared machine does not end the ramp).
+    const steps: OverloadEngine['capacity']['steps'] = [];
+    const perCpuAt = new Map<number, number>();
+    let n = 100;
+    let cpuEstimate = NaN;
+    for (let i = 0; i < 7; i++) {
+      ctx.log(`overload: ${target}, capacity step ${i + 1}: ${n} observers (4 s)`);
+      const r = await run(n, 4, false);
+      steps.push({
+        observers: n,
+        offered_fps: r.offered_fps,
+        delivered_fps: r.healthy.delivered_fps,
+        edge_cpu_pct: r.server.cpu_pct,
+        generators_cpu_pct: r.generators.map((g) => g.cpu_pct),
+        generator_saturated: r.generator_saturated,
+      });
+      perCpuAt.set(steps.length - 1, perCpu(r));
+      ctx.log(
+        `  delivered ${r.healthy.delivered_fps} of ${r.offered_fps} fps, edge cpu ${r.server.cpu_pct} %`,
+      );
+      if (i === 0) {
+        cpuEstimate = perCpu(r);
+        // Start the ramp near 60 % of what one core would deliver.
+        n = Math.max(n + 50, Math.round((0.6 * cpuEstimate) / perObserver / 10) * 10);
+        continue;
+      }
+      const before = Math.max(...steps.slice(0, -1).map((s) => s.delivered_fps));
+      if (r.healthy.delivered_fps < 0.97 * r.offered_fps && r.healthy.delivered_fps < 1.05 * before) break;
+      n = Math.round((n * 1.35) / 10) * 10;
+    }
+    const capacity = Math.max(...steps.map((s) => s.delivered_fps));
+    const capacityPerCpu = perCpuAt.get(steps.findIndex((s) => s.delivered_fps === capacity))!;
+    ctx.log(`overload: ${target} capacity ${capacity} fps (one core would deliver ~${cpuEstimate})`);
+
+    const loads: OverloadEngine['loads'] = [];
+    for (const factor of FACTORS) {
+      const observers = Math.max(1, Math.round((factor * capacity) / perObserver));
+      ctx.log(`overload: ${target}, ${factor}x: ${observers} observers (${window} s)`);
+      let c: OverloadCase;
+      try {
+        c = condense(
+          `${factor}x`,
+          await run(observers, window, true),
+          capacity,
+          idle.relay_ms?.p99 ?? null,
+          capacityPerCpu,
+        );
+      } catch (err) {
+        // Before issue 15 an overloaded edge could keep the generators from setting up at all.
+        const error = err instanceof Error ? err.message : String(err);
+        ctx.log(`  not measured: ${error}`);
+        loads.push({ label: `${factor}x`, observers, error, factor });
+        continue;
+      }
+      const loop =
+        typeof c.loop_delay_ms === 'object' && c.loop_delay_ms !== null
+          ? c.loop_delay_ms.p99_ms
+          : c.loop_delay_ms;
+      ctx.log(
+        `  delivered ${c.delivered_fps} fps (${c.delivered_vs_capacity} of capacity, ${c.efficiency_vs_capacity} of the capacity step's ` +
+          `frames per CPU-second), ping p99 ${c.ping_ms.p99} ms, relay p99 ${c.relay_ms?.p99} ms, loop p99 ${String(loop)} ms, ` +
+          `proprio age p99 ${c.age_ms.proprio?.p99} ms, heartbeats missed ${c.heartbeats.observer_missed}+${c.heartbeats.relay_missed}, ` +
+          `closed ${c.heartbeats.sessions_closed}, subscribe failures ${c.subscribe_failures}`,
+      );
+      loads.push({ ...c, factor });
+    }
+    out.push({
+      engine,
+      capacity: { fps: capacity, cpu_estimate_fps: cpuEstimate, frames_per_cpu_s: capacityPerCpu, steps },
+      idle,
+      loads,
+    });
+  }
+  return {
+    bench: 'overload',
+    window_s: window,
+    heartbeat_ms: HEARTBEAT_MS,
+    ping_interval_ms: PING_MS,
+    frame_interval_ms: { proprio: PROPRIO_INTERVAL_MS, camera: Math.round(CAMERA_INTERVAL_MS * 10) / 10 },
+    engines: out,
+    method: METHOD,
+  };
+}

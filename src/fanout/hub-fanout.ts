@@ -1,0 +1,75 @@
+/**
+ * The I/O side of a hub's fan-out passes (hub-passes.ts): a frame is queued where it arrives and offered
+ * in slices of at most `budgetMs`, one per event-loop turn (setImmediate), so sockets, timers and control
+ * messages are served between slices however many subscribers a frame has. Ordered frames (reliable,
+ * per-tick) wait at most `maxOrdered` deep: beyond that the oldest are fanned out at once, in the turn
+ * that read them, so the hub stops reading its world meanwhile (TCP backpressure) rather than queue
+ * without bound. A slice that faults is reported like a fault on the world's message it carries.
+ */
+import type { FrameMetrics } from '../telemetry/frame-metrics.js';
+import { guarded, type FaultReporter } from '../transport/contain.js';
+import type { FrameNote } from '../transport/outbox.js';
+import { HubPasses } from './hub-passes.js';
+import type { HubFrame } from './keyframe-cache.js';
+
+/** A slice's time budget: well under the 20 ms a ping or a heartbeat may wait. */
+export const SLICE_BUDGET_MS = 4;
+export const MAX_ORDERED_BACKLOG = 64;
+
+/** What the scheduler needs from its hub's context. */
+export interface FanoutContext {
+  now(): number;
+  readonly fault: FaultReporter;
+  /** Superseded frames are counted `replaced`, as an outbox slot counts a frame replaced while waiting. */
+  readonly frames: Pick<FrameMetrics, 'count'>;
+}
+
+export class FanoutScheduler<T> {
+  private readonly passes: HubPasses<T>;
+  private scheduled = false;
+
+  constructor(
+    offer: (target: T, frame: HubFrame, note: FrameNote) => void,
+    private readonly ctx: FanoutContext,
+    private readonly budgetMs = SLICE_BUDGET_MS,
+    private readonly maxOrdered = MAX_ORDERED_BACKLOG,
+  ) {
+    this.passes = new HubPasses({
+      offer,
+      superseded: (f, note, n) => ctx.frames.count(note.channel, 'replaced', n * f.buf.length, n),
+    });
+  }
+
+  get idle(): boolean {
+    return this.passes.idle;
+  }
+
+  add(frame: HubFrame, note: FrameNote, targets: readonly T[], latestWins: boolean): void {
+    this.passes.add(frame, note, targets, latestWins);
+    this.passes.drainOrdered(this.maxOrdered);
+    this.schedule();
+  }
+
+  clear(): void {
+    this.passes.clear();
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.passes.idle) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      guarded(
+        'upstream_message',
+        this.ctx.fault,
+        () => this.slice(),
+        () => this.schedule(),
+      );
+    });
+  }
+
+  private slice(): void {
+    const end = this.ctx.now() + this.budgetMs;
+    if (this.passes.run(() => this.ctx.now() >= end)) this.schedule();
+  }
+}

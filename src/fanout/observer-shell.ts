@@ -1,0 +1,191 @@
+/**
+ * The I/O shell of one observer session: carries out the sans-IO session's effects (observer-effects.ts)
+ * on the observer's connections, in order, and hands what concerns the hub to it. It holds the
+ * session's delivery state (`Subscriber`: per-channel gates and seqs, the control connection's `Outbox`,
+ * the stream sink), which the hub writes frames into directly.
+ */
+import { telemetryText } from './observer-messages.js';
+import type { ObserverEffect, ObserverLink, ObserverNote, ObserverState } from './observer-effects.js';
+import type { ObserverSession } from './observer-session.js';
+import type { Need } from './hub-demand.js';
+import { Subscriber, type SubscribedChannel } from './subscriber.js';
+import type { OutboxObserver, Sink } from '../transport/outbox.js';
+import type { JsonRpcId } from '../protocol/jsonrpc.js';
+import type { ObserverTap } from './observer-tap.js';
+
+/** An agent's control connection carrying an observer session. */
+export interface ObserverConnection extends ObserverLink {
+  readonly sink: Sink;
+  close(code: number, reason: string): void;
+  /** The flight recorder's tap on this connection (issue 14), when the route records observer sessions. */
+  readonly tap?: ObserverTap | undefined;
+}
+
+/** What the shell hands to the hub serving the session. */
+export interface ObserverHubSide {
+  readonly highWaterBytes: number;
+  readonly maxQueuedBytes: number;
+  /** Told of every frame written to, or replaced for, an observer on its control connection. */
+  readonly frameObserver: OutboxObserver;
+  /** Make the upstream session carry `wants`; answer with `shell.channelsEnsured(ref, ok)`. */
+  ensureChannels(shell: ObserverShell, ref: number, wants: readonly Need[]): void;
+  startChannel(shell: ObserverShell, channel_id: number): void;
+  subscriptionsChanged(): void;
+  ended(shell: ObserverShell): void;
+  note(event: ObserverNote, shell: ObserverShell, detail?: string): void;
+}
+
+export class ObserverShell {
+  /** Delivery to the current control connection (and its stream connection); null while detached. */
+  sub: Subscriber | null = null;
+  private conn: ObserverConnection | null = null;
+  /** The last seq delivered per channel while detached: a resumed session continues above it (AWP-DAT-001). */
+  private positions = new Map<number, number>();
+  private replayed = 0;
+  /** The flight recorder's tap of the connection the session is (or was last) on. */
+  private tap: ObserverTap | undefined;
+
+  constructor(
+    readonly session: ObserverSession<ObserverConnection>,
+    private readonly hub: ObserverHubSide,
+  ) {}
+
+  get session_id(): string {
+    return this.session.session_id;
+  }
+
+  get token(): string {
+    return this.session.token;
+  }
+
+  get state(): ObserverState {
+    return this.session.state;
+  }
+
+  get attached(): boolean {
+    return this.session.attached;
+  }
+
+  get journal(): ObserverSession['journal'] {
+    return this.session.journal;
+  }
+
+  // ------------------------------------------------------------------ inputs
+
+  open(conn: ObserverConnection, id: JsonRpcId, params: Record<string, unknown>, now: number): void {
+    this.run(this.session.open(conn, id, params, now));
+  }
+
+  /** Returns how many notifications the resume replayed. */
+  resume(conn: ObserverConnection, id: JsonRpcId, lastStatusSeq: number, now: number): number {
+    this.replayed = 0;
+    this.run(this.session.resume(conn, id, lastStatusSeq, now));
+    return this.replayed;
+  }
+
+  fromAgent(text: string, now: number): void {
+    this.tap?.fromAgent(text);
+    this.run(this.session.fromAgent(text, now));
+  }
+
+  channelsEnsured(ref: number, ok: boolean): void {
+    this.run(this.session.channelsEnsured(ref, ok));
+  }
+
+  worldEvent(params: Record<string, unknown>): void {
+    this.run(this.session.worldEvent(params));
+  }
+
+  channelDegraded(channel: SubscribedChannel, now: number): void {
+    this.run(this.session.channelDegraded(channel, now));
+  }
+
+  /** A frame reached the observer (the first one makes the session active). */
+  firstActivity(now: number): void {
+    if (this.session.state === 'ready') this.run(this.session.firstActivity(now));
+  }
+
+  tickTimers(now: number): void {
+    this.run(this.session.tickTimers(now));
+  }
+
+  connectionLost(conn: ObserverConnection, now: number): void {
+    this.run(this.session.connectionLost(conn, now));
+  }
+
+  close(reason: string, now: number, code?: number, closeReason?: string): void {
+    this.run(this.session.close(reason, now, code, closeReason));
+  }
+
+  /** The control connection can take more: write what its queue holds. */
+  drain(): void {
+    this.sub?.control.drain();
+  }
+
+  needs(): IterableIterator<SubscribedChannel> {
+    return this.session.needs();
+  }
+
+  // ------------------------------------------------------------------ effects
+
+  private run(effects: readonly ObserverEffect<ObserverConnection>[]): void {
+    for (const e of effects) this.apply(e);
+  }
+
+  private apply(e: ObserverEffect<ObserverConnection>): void {
+    switch (e.kind) {
+      case 'attach': {
+        const hub = this.hub;
+        const sub = new Subscriber(e.conn.sink, hub.highWaterBytes, hub.maxQueuedBytes, hub.frameObserver);
+        for (const g of e.channels) sub.subscribe(g, this.positions.get(g.channel_id));
+        this.conn = e.conn;
+        this.sub = sub;
+        this.tap = e.conn.tap;
+        sub.frameTap = this.tap?.attached(this.session_id);
+        return;
+      }
+      case 'send':
+        return this.send(e.text);
+      case 'telemetry':
+        if (this.sub !== null) this.send(telemetryText(e.window_ms, this.sub.takeTelemetry()));
+        return;
+      case 'channels':
+        for (const id of e.removed) this.sub?.unsubscribe(id);
+        for (const g of e.grants) this.sub?.subscribe(g);
+        return;
+      case 'ensure-channels':
+        return this.hub.ensureChannels(this, e.ref, e.wants);
+      case 'start-channel':
+        return this.hub.startChannel(this, e.channel_id);
+      case 'subscriptions-changed':
+        return this.hub.subscriptionsChanged();
+      case 'release': {
+        const sub = this.sub;
+        if (sub === null) return;
+        if (e.stream !== undefined) sub.closeStream(e.stream.code, e.stream.reason);
+        if (e.flush) sub.control.flushAll();
+        this.positions = sub.positions();
+        this.sub = null;
+        this.conn = null;
+        this.tap?.released();
+        return;
+      }
+      case 'close-connection':
+        return e.conn.close(e.code, e.reason);
+      case 'note':
+        return this.hub.note(e.event, this, e.detail);
+      case 'resumed':
+        this.replayed = e.replayed;
+        return this.hub.note('resumed', this);
+      case 'ended':
+        this.tap?.ended();
+        return this.hub.ended(this);
+    }
+  }
+
+  /** A text on the control connection; a full queue means the connection is lost. */
+  private send(text: string): void {
+    this.tap?.sent(text);
+    if (this.sub?.control.push(text, false) === 'overflow') this.run(this.session.sendQueueFull());
+  }
+}

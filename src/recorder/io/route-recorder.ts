@@ -1,0 +1,162 @@
+/**
+ * A route's flight recorder: its write queue and files (RecordingWriter), and the session logs of the
+ * sessions it records. A session that leaves this edge for a while (a relay agent's connection lost, an
+ * observer suspended) keeps its log open for its reconnect window, so a resume on this edge continues the
+ * same file; after that, or when the session ends, the log ends.
+ */
+import { routePrefix } from '../file-names.js';
+import { SessionLog, type SessionLogOptions } from '../session-log.js';
+import type { RecorderFs } from './recorder-fs.js';
+import { RecordingWriter, type WriterEvents, type WriterLimits } from './writer.js';
+
+/** How a route records (the loaded `routes[].record`). */
+export interface RecordSettings extends WriterLimits {
+  readonly dir: string;
+  readonly frames: 'hashes' | 'payloads';
+  readonly channels?: readonly string[] | undefined;
+  readonly maxPayloadBytes?: number | undefined;
+  readonly rotateBytes: number;
+  readonly rotateMs: number;
+  readonly redactPaths: readonly string[];
+  readonly relay: boolean;
+  readonly observer: boolean;
+}
+
+/** What a recorder needs of the edge. */
+export interface RecorderHost {
+  /** Monotonic and wall-clock milliseconds. */
+  readonly now: () => number;
+  readonly wallNow: () => number;
+  readonly isCredential: (value: string) => boolean;
+  readonly credentials: () => Iterable<string>;
+  readonly maxJsonDepth: number;
+  /** Header fields every file carries (the edge's version, the spec revision). */
+  readonly header: Readonly<Record<string, unknown>>;
+}
+
+export type SessionKind = 'relay' | 'observer';
+
+const TICK_MS = 250;
+
+export class RouteRecorder {
+  private readonly lingering = new Map<string, { log: SessionLog; timer: NodeJS.Timeout }>();
+  private readonly live = new Set<SessionLog>();
+  /** Writes the observer sessions' batches of frames when frames stop arriving (SessionLog.tick). */
+  private readonly ticker: NodeJS.Timeout | undefined;
+
+  private constructor(
+    readonly route: string,
+    readonly settings: RecordSettings,
+    private readonly host: RecorderHost,
+    private readonly writer: RecordingWriter,
+  ) {
+    if (settings.observer) {
+      this.ticker = setInterval(() => {
+        const now = host.now();
+        for (const log of this.live) log.tick(now);
+      }, TICK_MS);
+      this.ticker.unref();
+    }
+  }
+
+  static async open(
+    route: string,
+    settings: RecordSettings,
+    host: RecorderHost,
+    events: WriterEvents,
+    fs?: RecorderFs,
+  ): Promise<RouteRecorder> {
+    const writer = await RecordingWriter.open(settings.dir, routePrefix(route), settings, events, fs);
+    return new RouteRecorder(route, settings, host, writer);
+  }
+
+  records(kind: SessionKind): boolean {
+    return kind === 'relay' ? this.settings.relay : this.settings.observer;
+  }
+
+  /**
+   * The log of a session starting (or resuming) on this edge: the one still open for it, if the session
+   * left this edge less than its reconnect window ago, else a new one whose ts_mono_ns 0 is `startedMs`
+   * (when the connection's first message arrived; default now).
+   */
+  session(kind: SessionKind, session_id: string, why: 'opened' | 'resumed', startedMs?: number): SessionLog {
+    const key = `${kind}\u0000${session_id}`;
+    const held = this.lingering.get(key);
+    if (held !== undefined) {
+      clearTimeout(held.timer);
+      this.lingering.delete(key);
+      held.log.event({ event: 'session_resumed' }, this.host.now());
+      return held.log;
+    }
+    const s = this.settings;
+    const h = this.host;
+    const now = h.now();
+    const start = Math.min(startedMs ?? now, now);
+    const options: SessionLogOptions = {
+      route: this.route,
+      kind,
+      session_id,
+      startedWallMs: h.wallNow() - (now - start),
+      startedMs: start,
+      frames: s.frames,
+      channels: s.channels,
+      maxPayloadBytes: s.maxPayloadBytes,
+      rotateBytes: s.rotateBytes,
+      rotateMs: s.rotateMs,
+      isCredential: h.isCredential,
+      credentials: h.credentials,
+      redactPaths: s.redactPaths,
+      maxJsonDepth: h.maxJsonDepth,
+      header: { ...h.header, starts: why === 'opened' ? 'session opened' : 'session resumed on this edge' },
+    };
+    const log = new SessionLog(options, this.writer);
+    this.live.add(log);
+    return log;
+  }
+
+  /** The session left this edge (`reason`); its log ends unless it resumes here within `lingerMs`. */
+  detached(kind: SessionKind, session_id: string, log: SessionLog, reason: string, lingerMs: number): void {
+    if (log.closed) return;
+    log.event({ event: 'session_detached', reason, kept_open_ms: lingerMs }, this.host.now());
+    const key = `${kind}\u0000${session_id}`;
+    const timer = setTimeout(() => {
+      this.lingering.delete(key);
+      this.end(log, 'the session did not resume on this edge within its reconnect window');
+    }, lingerMs);
+    timer.unref();
+    const before = this.lingering.get(key);
+    if (before !== undefined) {
+      clearTimeout(before.timer);
+      this.end(before.log, 'superseded by a newer recording of the session');
+    }
+    this.lingering.set(key, { log, timer });
+  }
+
+  end(log: SessionLog, reason: string): void {
+    for (const [key, held] of this.lingering)
+      if (held.log === log) {
+        clearTimeout(held.timer);
+        this.lingering.delete(key);
+      }
+    log.end(reason, this.host.now());
+    this.live.delete(log);
+  }
+
+  /** Ends every log (`reason`) and writes out what is queued. */
+  async close(reason: string): Promise<void> {
+    clearInterval(this.ticker);
+    for (const { timer } of this.lingering.values()) clearTimeout(timer);
+    this.lingering.clear();
+    for (const log of [...this.live]) this.end(log, reason);
+    await this.writer.shutdown();
+  }
+
+  /** Bytes waiting to be written. */
+  get queuedBytes(): number {
+    return this.writer.queuedBytes;
+  }
+
+  flushed(): Promise<void> {
+    return this.writer.flushed();
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * A relay agent's `webtransport` stream connection, bridged to the world's `ws` stream endpoint (the
+ * binding an agent uses need not be the world's). World frames go out on one unidirectional stream per
+ * channel (independent flow control); the agent's command frames arrive on streams it opens, back to
+ * back (or one per datagram), and each is forwarded as one `ws` binary message. Malformed input closes
+ * the session with code 1002, reason `AWP_MALFORMED`, carried as the WebTransport close info.
+ */
+import { ChannelStreams } from '../../transport/webtransport-streams.js';
+import { FrameError } from '../../protocol/frame.js';
+import type { RelaySession } from '../relay-session.js';
+import { FrameSplitter, FrameTooLarge } from '../../transport/webtransport-framing.js';
+import { readIncomingStreams, type WebTransportSession } from '../../transport/webtransport.js';
+import type { StreamContext } from './stream-context.js';
+import { MALFORMED, StreamBridge } from './stream-bridge.js';
+
+export class WebTransportRelay {
+  private readonly splitters = new Map<object, FrameSplitter>();
+
+  private constructor(
+    private readonly ctx: StreamContext,
+    private readonly bridge: StreamBridge,
+    /** Largest frame either side may send on this endpoint (AWP-TRN-011). */
+    private readonly maxFrameBytes: number,
+  ) {}
+
+  /** Dials the world's stream endpoint before the agent's session is accepted (a failure refuses it). */
+  static async open(
+    ctx: StreamContext,
+    session: RelaySession,
+    url: string,
+    maxFrameBytes: number,
+  ): Promise<WebTransportRelay> {
+    const bridge = new StreamBridge(ctx, session, url, 'webtransport');
+    await bridge.ready;
+    return new WebTransportRelay(ctx, bridge, maxFrameBytes);
+  }
+
+  /** The agent's session is up: frames that arrived meanwhile go first. */
+  attach(agent: WebTransportSession): void {
+    if (this.bridge.done) {
+      agent.close({ closeCode: 1001, reason: 'world stream connection closed' });
+      return;
+    }
+    const t = this.ctx.config.transport;
+    const streams = new ChannelStreams(
+      agent,
+      t.high_water_bytes,
+      t.max_queued_bytes,
+      this.bridge.toAgentMetrics,
+      () => this.bridge.end(1011, 'stream write to the agent failed'),
+    );
+    agent.closed.then(
+      () => this.bridge.agentGone('agent stream connection lost'),
+      () => this.bridge.agentGone('agent stream connection lost'),
+    );
+    readIncomingStreams(agent, {
+      chunk: (stream, data) => this.fromAgent(stream, data),
+      end: (stream) => this.agentStreamEnded(stream),
+      // A datagram holds exactly one frame (a frame too large for one goes on a stream).
+      datagram: (data) => this.bridge.fromAgent(Buffer.from(data.buffer, data.byteOffset, data.byteLength)),
+    });
+    this.bridge.attach({
+      push: (buf, channel_id, latestWins, note) => streams.push(channel_id, buf, latestWins, note),
+      close: (code, reason) => {
+        streams.close();
+        agent.close({ closeCode: code, reason });
+      },
+    });
+  }
+
+  /** The agent never completed its session: release the world's side. */
+  abandon(): void {
+    this.bridge.agentGone('agent did not complete its session');
+  }
+
+  private fromAgent(stream: object, data: Uint8Array): void {
+    if (this.bridge.done) return;
+    let splitter = this.splitters.get(stream);
+    if (splitter === undefined)
+      this.splitters.set(stream, (splitter = new FrameSplitter(this.maxFrameBytes)));
+    let frames: Buffer[];
+    try {
+      frames = splitter.push(data);
+    } catch (err) {
+      if (err instanceof FrameTooLarge)
+        return this.bridge.end(1009, 'frame exceeds max_frame_bytes', err.message);
+      if (err instanceof FrameError)
+        return this.bridge.end(1002, MALFORMED, `agent sent a malformed frame: ${err.message}`);
+      throw err;
+    }
+    for (const buf of frames) if (!this.bridge.fromAgent(buf)) return;
+  }
+
+  private agentStreamEnded(stream: object): void {
+    const splitter = this.splitters.get(stream);
+    this.splitters.delete(stream);
+    try {
+      splitter?.end();
+    } catch {
+      this.bridge.end(1002, MALFORMED, 'agent stream ended inside a frame');
+    }
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * The replay journal of one relay session (AWP-CTL-008, AWP-CTL-010).
+ *
+ * It holds every `status_seq` the world reported, above what the agent acknowledged, so that a
+ * resuming agent is replayed by the edge and the world can be told to drop what the edge holds.
+ *
+ * Entries are either complete (the notification text, replayed verbatim) or partial: a transition
+ * first reported in an `action.submit` / `action.cancel` result. The world replays those as
+ * `action.status` with fields the result does not carry (`ts_mono_ns` on cancel results, `tick` in
+ * lockstep), so the edge never synthesises them: its acknowledgement upstream stops below the first
+ * unacknowledged partial entry, and the world replays that entry and everything after it.
+ */
+
+export interface JournalEntry {
+  readonly status_seq: number;
+  /** The notification text, or null for a partial (result-reported) entry. */
+  readonly text: string | null;
+}
+
+/**
+ * How far a world's `status_seq` may run ahead of the last one: each skipped seq is held as a partial
+ * entry the world replays, so a world jumping further (it counts +1 per transition, AWP-CTL-008) would
+ * cost the edge memory for nothing.
+ */
+export const MAX_STATUS_SEQ_GAP = 4096;
+
+export class ReplayJournal {
+  private readonly entries: JournalEntry[] = [];
+  private hwm: number;
+  private agentAck: number;
+  private durable: number;
+
+  /** `acked` is the agent's acknowledgement so far; `entries` what the store holds above it. */
+  constructor(acked = 0, entries: readonly JournalEntry[] = []) {
+    this.agentAck = acked;
+    this.hwm = acked;
+    this.durable = acked;
+    for (const e of entries) this.append(e.status_seq, e.text);
+    this.durable = this.hwm;
+  }
+
+  /** Whether `status_seq` is further ahead than the journal will fill (see MAX_STATUS_SEQ_GAP). */
+  tooFarAhead(status_seq: number): boolean {
+    return status_seq - this.hwm > MAX_STATUS_SEQ_GAP;
+  }
+
+  /** Highest `status_seq` the edge has seen. */
+  get highWaterMark(): number {
+    return this.hwm;
+  }
+
+  /** Highest `status_seq` the agent acknowledged. */
+  get acknowledged(): number {
+    return this.agentAck;
+  }
+
+  get size(): number {
+    return this.entries.length;
+  }
+
+  /**
+   * Records `status_seq`; returns the entries to persist (a gap is filled with partial placeholders,
+   * so it is replayed by the world rather than skipped), or null when the seq is a redelivery.
+   */
+  append(status_seq: number, text: string | null): JournalEntry[] | null {
+    if (status_seq <= this.hwm) return null;
+    if (status_seq - this.hwm > MAX_STATUS_SEQ_GAP)
+      throw new RangeError(`status_seq ${status_seq} is more than ${MAX_STATUS_SEQ_GAP} past ${this.hwm}`);
+    const added: JournalEntry[] = [];
+    for (let s = this.hwm + 1; s < status_seq; s++) added.push({ status_seq: s, text: null });
+    added.push({ status_seq, text });
+    for (const e of added) this.entries.push(e);
+    this.hwm = status_seq;
+    return added;
+  }
+
+  /** The store holds every entry up to `status_seq`. */
+  markDurable(status_seq: number): void {
+    if (status_seq > this.durable) this.durable = Math.min(status_seq, this.hwm);
+  }
+
+  /** The agent processed everything up to `status_seq`; entries at or below it are dropped. */
+  acknowledge(status_seq: number): boolean {
+    if (status_seq <= this.agentAck) return false;
+    this.agentAck = status_seq;
+    let drop = 0;
+    while (drop < this.entries.length && this.entries[drop]!.status_seq <= status_seq) drop++;
+    this.entries.splice(0, drop);
+    if (this.hwm < status_seq) this.hwm = status_seq;
+    if (this.durable < status_seq) this.durable = status_seq;
+    return true;
+  }
+
+  /**
+   * What the edge may acknowledge upstream: the highest seq it holds durably such that every
+   * unacknowledged entry up to it is complete (it can replay all of them itself).
+   */
+  safeAcknowledgement(): number {
+    let safe = this.agentAck;
+    for (const e of this.entries) {
+      if (e.status_seq > this.durable || e.text === null) break;
+      safe = e.status_seq;
+    }
+    return safe;
+  }
+
+  /** Complete entries in (after, upTo], in order: what the edge replays itself on resume. */
+  replay(after: number, upTo: number): string[] {
+    const out: string[] = [];
+    for (const e of this.entries) {
+      if (e.status_seq <= after) continue;
+      if (e.status_seq > upTo) break;
+      if (e.text !== null) out.push(e.text);
+    }
+    return out;
+  }
+
+  /**
+   * Entries not yet durable, in order: what the next store write carries. Writing the whole tail (the
+   * store ignores what it already holds) closes any gap a failed write left.
+   */
+  notDurable(): JournalEntry[] {
+    return this.entries.filter((e) => e.status_seq > this.durable);
+  }
+
+  /** Every entry held (for persistence and inspection). */
+  held(): readonly JournalEntry[] {
+    return this.entries;
+  }
+}

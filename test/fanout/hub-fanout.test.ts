@@ -1,0 +1,125 @@
+/**
+ * The hub's fan-out scheduler (src/fanout/hub-fanout.ts) on the real event loop: a long pass yields to
+ * timers and I/O between slices, a fault in one offer is contained and the pass goes on, ordered frames
+ * beyond the backlog bound are fanned out at once; and the channel index (hub-passes.ts) treats a channel
+ * as latest-wins only when every subscriber takes it so.
+ */
+import { describe, expect, it } from 'vitest';
+import { FanoutScheduler } from '../../src/fanout/hub-fanout.js';
+import { indexChannels } from '../../src/fanout/hub-passes.js';
+import type { HubFrame } from '../../src/fanout/keyframe-cache.js';
+import type { SubscribedChannel } from '../../src/fanout/subscriber.js';
+
+const note = { received_at: 0, channel: 'camera' };
+
+function frame(channel_id: number, seq: number): HubFrame {
+  return { buf: Buffer.alloc(8), channel_id, seq, ts_mono_ns: seq, ts_send_ns: undefined, flags: 0 };
+}
+
+function busy(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // a slow socket write
+  }
+}
+
+function context(faults: unknown[] = []) {
+  const counted: { channel: string; outcome: string; n: number }[] = [];
+  return {
+    now: () => performance.now(),
+    fault: (_where: string, err: unknown) => void faults.push(err),
+    frames: {
+      count: (channel: string, outcome: string, _bytes: number, n = 1) =>
+        void counted.push({ channel, outcome, n }),
+    },
+    counted,
+  };
+}
+
+const targets = Array.from({ length: 100 }, (_, i) => i);
+
+describe('fan-out scheduler', () => {
+  it('a pass over many slow subscribers yields to timers between slices, and completes', async () => {
+    const served: number[] = [];
+    const s = new FanoutScheduler<number>((t) => {
+      busy(1);
+      served.push(t);
+    }, context());
+    s.add(frame(1, 1), note, targets, false);
+    expect(served).toHaveLength(0); // nothing in the turn the frame arrived in
+    const atTimer = await new Promise<number>((resolve) => setTimeout(() => resolve(served.length), 0));
+    expect(atTimer).toBeGreaterThan(0);
+    expect(atTimer).toBeLessThan(targets.length);
+    await new Promise<void>((resolve) => {
+      const check = () => (s.idle ? resolve() : setTimeout(check, 5));
+      check();
+    });
+    expect(served).toEqual(targets);
+  });
+
+  it('a newer latest-wins frame takes over the rest of the pass; the older one is counted replaced for those it missed', async () => {
+    const ctx = context();
+    const got: [number, number][] = [];
+    const s = new FanoutScheduler<number>((t, f) => {
+      busy(1);
+      got.push([t, f.seq]);
+    }, ctx);
+    s.add(frame(2, 1), note, targets, true);
+    await new Promise((resolve) => setTimeout(resolve, 0)); // part of the pass ran
+    const before = got.length;
+    s.add(frame(2, 2), note, targets, true);
+    await new Promise<void>((resolve) => {
+      const check = () => (s.idle ? resolve() : setTimeout(check, 5));
+      check();
+    });
+    const first = got.filter(([, seq]) => seq === 1).map(([t]) => t);
+    const second = got.filter(([, seq]) => seq === 2).map(([t]) => t);
+    expect(first.length).toBeGreaterThanOrEqual(before);
+    expect(first.length).toBeLessThan(targets.length);
+    // The newer frame reaches everyone, starting where the older pass stopped.
+    expect([...second].sort((a, b) => a - b)).toEqual(targets);
+    expect(second[0]).toBe(first.length % targets.length);
+    expect(ctx.counted).toEqual([
+      { channel: 'camera', outcome: 'replaced', n: targets.length - first.length },
+    ]);
+  });
+
+  it('an offer that throws is reported, and the pass goes on to the others', async () => {
+    const faults: unknown[] = [];
+    const served: number[] = [];
+    const s = new FanoutScheduler<number>((t) => {
+      if (t === 3) throw new Error('boom');
+      served.push(t);
+    }, context(faults));
+    s.add(frame(1, 1), note, targets.slice(0, 10), false);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(faults).toHaveLength(1);
+    expect(served).toEqual([0, 1, 2, 4, 5, 6, 7, 8, 9]);
+    expect(s.idle).toBe(true);
+  });
+
+  it('ordered frames beyond the backlog bound are fanned out in the turn that brought them', () => {
+    const served: number[] = [];
+    const s = new FanoutScheduler<number>((_t, f) => served.push(f.seq), context(), 4, 2);
+    for (let seq = 1; seq <= 5; seq++) s.add(frame(7, seq), note, [0], false);
+    expect(served).toEqual([1, 2, 3]);
+  });
+
+  it('a channel is latest-wins only if every subscriber takes it latest-wins and not per tick', () => {
+    const grant = (channel_id: number, latest_wins: boolean, per_tick = false): SubscribedChannel => ({
+      name: `c${channel_id}`,
+      channel_id,
+      rate_hz: per_tick ? null : 10,
+      latest_wins,
+      per_tick,
+      stale_after_ms: 1000,
+    });
+    const a = { needs: () => [grant(1, true), grant(2, true), grant(3, false)][Symbol.iterator]() };
+    const b = { needs: () => [grant(1, true), grant(2, true, true)][Symbol.iterator]() };
+    const index = indexChannels([a, b]);
+    expect([...index.latestWins]).toEqual([1]);
+    expect(index.targets.get(1)).toEqual([a, b]);
+    expect(index.targets.get(3)).toEqual([a]);
+    expect([...index.needed].sort()).toEqual(['c1', 'c2', 'c3']);
+  });
+});

@@ -1,0 +1,261 @@
+/**
+ * The flight recorder in a running edge (issue 14 item 4), real sockets, the demo arm world: a relay
+ * session with a `ws` stream connection, dropped and resumed, is one file with its binary frames (as their
+ * sender sent them, with the binding), the detach and the resume, and no credential or token of the run;
+ * and on a stalled disk the relay session completes every round trip while not one write has completed:
+ * the records the queue cannot take are dropped, counted in awp_edge_recorder_records_dropped_total and
+ * reported in the file, which still verifies.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
+import { parseRecords } from '../../src/recorder/read.js';
+import { verifyText } from '../../src/recorder/verify.js';
+import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
+import { AGENT_TOKEN, startEdge, type TestEdge } from '../support/edge.js';
+import { GatedFs } from './slow-fs.js';
+
+const UPSTREAM_CREDENTIAL = 'upstream-credential-recorder-5c1e9a7b';
+const root = mkdtempSync(join(tmpdir(), 'awp-recording-edge-'));
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+async function armWorld(): Promise<RunningDemoWorld> {
+  const world = await startDemoWorld({ kind: 'arm', host: '127.0.0.1', port: 0, token: UPSTREAM_CREDENTIAL });
+  cleanups.push(() => world.close());
+  return world;
+}
+
+async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function metric(edge: TestEdge, name: string): Promise<number> {
+  const text = await (await fetch(`${edge.adminUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{route="arm"}`));
+  return line === undefined ? NaN : Number(line.split(' ').at(-1));
+}
+
+describe('flight recorder in the edge', () => {
+  it('records a relay session with its stream frames, across a resume, in one file with no secret in it', async () => {
+    const world = await armWorld();
+    const dir = join(root, 'resume');
+    const edge = await startEdge([
+      {
+        path: '/arm',
+        name: 'arm',
+        upstream: world.url,
+        upstream_token: UPSTREAM_CREDENTIAL,
+        record: { dir },
+      },
+    ]);
+    cleanups.push(() => edge.close());
+    const worldTokens = new Set<string>();
+    const note = () => {
+      for (const s of world.world.sessions.values()) worldTokens.add(s.token);
+    };
+
+    const agent = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
+    cleanups.push(() => agent.drop());
+    await agent.ok('initialize', initializeParams());
+    const ready = await agent.ok('session.open', {
+      embodiment: 'arm_01',
+      mode: 'streaming',
+      subscribe: [{ channel: 'state' }],
+    });
+    note();
+    const url = (ready.stream_endpoints as { binding: string; url?: string }[]).find(
+      (e) => e.binding === 'ws',
+    )!.url!;
+    const stream = new WebSocket(url, ['awp', `awp.bearer.${ready.session_token as string}`]);
+    cleanups.push(() => stream.terminate());
+    let frames = 0;
+    stream.on('message', () => frames++);
+    await until(() => frames >= 3, 'frames on the stream connection');
+    await agent.ok('ping', { origin_ns: 1 });
+    const last = agent.statusSeqs().at(-1) ?? 0;
+    stream.terminate();
+    agent.drop();
+
+    const again = await AwpClient.connect(edge.url('/arm'), {
+      credential: AGENT_TOKEN,
+      viaSubprotocol: true,
+    });
+    cleanups.push(() => again.drop());
+    await again.ok('initialize', initializeParams());
+    const resumed = await again.ok('session.resume', {
+      session_token: ready.session_token,
+      last_status_seq: last,
+    });
+    note();
+    await again.ok('session.close', {});
+    again.drop();
+    await edge.close();
+
+    const files = readdirSync(dir);
+    expect(files).toHaveLength(1); // resumed on this edge within its reconnect window: the same file
+    const text = readFileSync(join(dir, files[0]!), 'utf8');
+    const v = verifyText(text);
+    expect(v.ok ? 'ok' : `${v.line}: ${v.problem}`).toBe('ok');
+    const records = parseRecords(text);
+    const streamFrames = records.filter((r) => r.kind === 'frame' && r.body.binding === 'ws');
+    expect(streamFrames.length).toBeGreaterThanOrEqual(3);
+    expect(streamFrames.every((r) => r.direction === 'world' && r.body.method === 'obs.frame')).toBe(true);
+    expect(
+      streamFrames.every((r) => typeof r.body.payload_sha256 === 'string' && !('payload_b64' in r.body)),
+    ).toBe(true);
+    const events = records.filter((r) => r.kind === 'edge').map((r) => r.body.event);
+    expect(events).toEqual(expect.arrayContaining(['session_detached', 'session_resumed', 'session_ended']));
+    const resumes = records.filter((r) => r.body.method === 'session.resume').map((r) => r.direction);
+    expect(resumes).toEqual(['agent', 'edge_to_world']); // the agent's token, then the world's
+
+    const secrets = [
+      AGENT_TOKEN,
+      UPSTREAM_CREDENTIAL,
+      ready.session_token as string,
+      resumed.session_token as string,
+      ...worldTokens,
+    ];
+    expect(worldTokens.size).toBeGreaterThanOrEqual(1);
+    for (const s of secrets) expect(text, s).not.toContain(s);
+  });
+
+  it('records an observer session as the observer saw it: its messages, the frames delivered to it, across a resume', async () => {
+    const world = await armWorld();
+    const dir = join(root, 'observer');
+    const edge = await startEdge([
+      {
+        path: '/arm',
+        name: 'arm',
+        upstream: world.url,
+        upstream_token: UPSTREAM_CREDENTIAL,
+        record: { dir },
+      },
+    ]);
+    cleanups.push(() => edge.close());
+    const observer = await AwpClient.connect(edge.url('/arm'), {
+      credential: AGENT_TOKEN,
+      viaSubprotocol: true,
+    });
+    cleanups.push(() => observer.drop());
+    await observer.ok('initialize', initializeParams());
+    const ready = await observer.ok('session.open', { mode: 'streaming', subscribe: [{ channel: 'state' }] });
+    await observer.waitFor((m) => m.method === 'obs.frame', 5000, 'an inline frame');
+    const seen = observer.received.filter((m) => m.method === 'obs.frame').length;
+    observer.drop();
+    const again = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
+    cleanups.push(() => again.drop());
+    await again.ok('initialize', initializeParams());
+    const resumed = await again.ok('session.resume', {
+      session_token: ready.session_token,
+      last_status_seq: 0,
+    });
+    await again.waitFor((m) => m.method === 'obs.frame', 5000, 'an inline frame after the resume');
+    await again.ok('session.close', {});
+    again.drop();
+    const hubTokens = [...world.world.sessions.values()].map((s) => s.token);
+    await edge.close();
+
+    const files = readdirSync(dir);
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(/^arm\.observer\./);
+    const text = readFileSync(join(dir, files[0]!), 'utf8');
+    const v = verifyText(text);
+    expect(v.ok ? 'ok' : `${v.line}: ${v.problem}`).toBe('ok');
+    const records = parseRecords(text);
+    expect(records[0]!.body).toMatchObject({ session_kind: 'observer', session_id: ready.session_id });
+    const methods = (d: string) =>
+      records.filter((r) => r.direction === d && r.kind === 'message').map((r) => r.body.method ?? 'result');
+    expect(methods('agent')).toEqual([
+      'initialize',
+      'session.open',
+      'initialize',
+      'session.resume',
+      'session.close',
+    ]);
+    // Frames delivered to an observer are recorded in batches: `frames` records of `frame` bodies.
+    const batches = records.filter((r) => r.kind === 'frames');
+    expect(batches.every((r) => r.direction === 'edge_to_agent')).toBe(true);
+    const frames = batches.flatMap((r) => r.body.frames as Json[]);
+    expect(frames.length).toBeGreaterThanOrEqual(seen);
+    expect(frames.every((f) => f.binding === 'inline' && f.method === 'obs.frame')).toBe(true);
+    expect(frames.every((f) => typeof f.payload_sha256 === 'string' && typeof f.seq === 'number')).toBe(true);
+    const events = records.filter((r) => r.kind === 'edge').map((r) => r.body.event);
+    expect(events).toEqual(expect.arrayContaining(['session_detached', 'session_resumed']));
+    expect(records.at(-1)).toMatchObject({ kind: 'end', body: { reason: 'session ended' } });
+    for (const s of [
+      AGENT_TOKEN,
+      UPSTREAM_CREDENTIAL,
+      ready.session_token as string,
+      resumed.session_token as string,
+      ...hubTokens,
+    ])
+      expect(text, s).not.toContain(s);
+  });
+
+  it('on a stalled disk never holds the relay back: records are dropped, counted, and said in the file', async () => {
+    const world = await armWorld();
+    const dir = join(root, 'stalled');
+    const fs = new GatedFs();
+    const edge = await startEdge(
+      [
+        {
+          path: '/arm',
+          name: 'arm',
+          upstream: world.url,
+          upstream_token: UPSTREAM_CREDENTIAL,
+          record: { dir, queue_bytes: 65_536 },
+        },
+      ],
+      {},
+      { recorderFs: fs },
+    );
+    cleanups.push(() => edge.close());
+    const agent = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
+    cleanups.push(() => agent.drop());
+    await agent.ok('initialize', initializeParams());
+    await agent.ok('session.open', {
+      embodiment: 'arm_01',
+      mode: 'streaming',
+      subscribe: [{ channel: 'state' }],
+    });
+    const rounds = 400;
+    for (let i = 0; i < rounds; i++) {
+      const r = await agent.ok('ping', { origin_ns: i + 1, pad: 'x'.repeat(200) });
+      expect(r.origin_ns).toBe(i + 1);
+    }
+    // Every round trip completed while the disk had not completed a single write.
+    expect(fs.writes).toBe(0);
+    const dropped = await metric(edge, 'awp_edge_recorder_records_dropped_total');
+    expect(dropped).toBeGreaterThan(rounds); // four records a round trip, 64 KiB of queue
+
+    fs.release();
+    await agent.ok('session.close', {});
+    agent.drop();
+    await edge.close();
+    const [file] = readdirSync(dir);
+    const text = readFileSync(join(dir, file!), 'utf8');
+    const v = verifyText(text);
+    expect(v.ok ? 'ok' : `${v.line}: ${v.problem}`).toBe('ok');
+    const records = parseRecords(text);
+    const said = records
+      .filter((r) => r.kind === 'dropped')
+      .reduce((n, r) => n + (r.body.records as number), 0);
+    expect(said).toBeGreaterThanOrEqual(dropped); // frames dropped after the scrape are said too
+    const end = records.at(-1)!;
+    expect(end.kind).toBe('end');
+    expect(end.body.dropped).toBe(said);
+    const pings = records.filter((r) => r.direction === 'agent' && (r.body as Json).method === 'ping').length;
+    expect(pings).toBeLessThan(rounds);
+  });
+});
