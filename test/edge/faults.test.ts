@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
 import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
 import { AGENT_TOKEN, startEdge, type TestEdge } from '../support/edge.js';
+import { freePort } from '../support/ports.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -114,7 +115,8 @@ describe('faults through the edge (demo worlds)', () => {
   });
 
   it('AWP-SES-008 the world restarts: resume gets AWP_SESSION_UNKNOWN and a new session opens', async () => {
-    const { world, edge } = await armBehindEdge();
+    // A port outside the ephemeral range, so nothing else takes it while the world is down.
+    const { world, edge } = await armBehindEdge(await freePort());
     const { agent, ready } = await openArm(edge);
     const port = world.port;
     await world.close();

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { validateConfig } from '../../src/config/load.js';
 import { Edge } from '../../src/edge/edge.js';
 import { createLogger } from '../../src/telemetry/logger.js';
-import { freePort } from '../transport/clients.js';
+import { freePort } from '../support/ports.js';
 
 const servers: Server[] = [];
 afterEach(async () => {

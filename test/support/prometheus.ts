@@ -11,9 +11,9 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './ports.js';
 
 export const PROMETHEUS_BIN = process.env.AWP_TEST_PROMETHEUS ?? '/usr/bin/prometheus';
 
@@ -233,18 +233,6 @@ async function isReady(url: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a !== null ? a.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function sleep(ms: number): Promise<void> {

@@ -9,9 +9,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, Socket } from 'node:net';
+import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './ports.js';
 
 export const REDIS_SERVER = process.env.AWP_TEST_REDIS_SERVER ?? '/usr/bin/redis-server';
 
@@ -138,18 +139,6 @@ async function kill(proc: ChildProcess): Promise<void> {
   const timer = setTimeout(() => proc.kill('SIGKILL'), 3_000);
   await gone;
   clearTimeout(timer);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** One PING over a raw socket (RESP inline command), bounded by 500 ms. */

@@ -1,5 +1,4 @@
 /** `ws` clients for the engine tests, closed after each test by `closeClients`. */
-import { createServer, type AddressInfo } from 'node:net';
 import WebSocket from 'ws';
 import { withTimeout } from './engines.js';
 
@@ -41,10 +40,3 @@ export function closeClients(): void {
 }
 
 /** A port nothing listens on now (the kernel's pick, released at once). */
-export async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', () => resolve()));
-  const port = (probe.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}

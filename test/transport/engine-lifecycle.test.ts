@@ -8,7 +8,8 @@ import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { closeClients, freePort, openClient } from './clients.js';
+import { freePort } from '../support/ports.js';
+import { closeClients, openClient } from './clients.js';
 import { ENGINES, sleep, startRecorder, waitFor, withTimeout, type Recorder } from './engines.js';
 import { rawUpgrade } from './raw-client.js';
 
