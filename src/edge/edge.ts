@@ -340,6 +340,7 @@ export class Edge {
           accept: true,
           protocol: 'awp',
           open: (conn) => new AgentConnection(ctx, route, conn, base, budget, approverCredential),
+          abandon: () => budget.closeConnection(), // the slot the decision took
         };
       }
       case 'relay-stream': {

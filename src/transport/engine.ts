@@ -40,7 +40,10 @@ export type UpgradeOutcome =
       accept: true;
       protocol: string;
       open: (conn: ServerConnection) => ConnectionHandlers;
-      /** The client left before the upgrade completed: release what was set up for it. */
+      /**
+       * The connection never reached `open` (the client left, the handshake failed, `open` threw):
+       * release what was set up for it, e.g. the credential's connection slot.
+       */
       abandon?: () => void;
     }
   | { accept: false; status: number; body: string };

@@ -23,6 +23,7 @@ import { copyUpgrade, type CopiedUpgrade } from './uws-request.js';
 /** Per-connection state: the uWS user data of each socket, created when the edge accepts. */
 interface Conn {
   readonly open: (conn: ServerConnection) => ConnectionHandlers;
+  readonly abandon: (() => void) | undefined;
   readonly remoteAddress: string;
   ws: WebSocket<Conn> | undefined;
   handlers: ConnectionHandlers | undefined;
@@ -113,6 +114,7 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
         c.handlers = c.open(wrap(c));
       } catch (err) {
         opts.onError?.(err);
+        c.abandon?.();
         if (!c.closed) ws.end(1011, 'internal error');
       }
     },
@@ -316,11 +318,13 @@ function answer(
   }
   if (copied.version !== '13' && copied.version !== '8') {
     // uWS would upgrade any version; `ws` refuses others (a bad key uWS itself routes to the 426).
+    outcome.abandon?.();
     refuse(res, 400, 'Missing or invalid Sec-WebSocket-Version header');
     return;
   }
   const conn: Conn = {
     open: outcome.open,
+    abandon: outcome.abandon,
     remoteAddress: copied.request.remoteAddress,
     ws: undefined,
     handlers: undefined,

@@ -69,7 +69,13 @@ export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
           refuse(socket, outcome.status, outcome.body);
           return;
         }
+        // ws drops a socket whose handshake fails without calling back: the outcome is abandoned then.
+        let opened = false;
+        socket.once('close', () => {
+          if (!opened) outcome.abandon?.();
+        });
         wss.handleUpgrade(req, socket, head, (ws) => {
+          opened = true;
           guard?.done(req.socket);
           live.add(ws);
           let handlers: ConnectionHandlers;
@@ -77,6 +83,7 @@ export async function listenWs(opts: EngineOptions): Promise<AgentServer> {
             handlers = outcome.open(wrap(ws, request.remoteAddress));
           } catch (err) {
             opts.onError?.(err);
+            outcome.abandon?.();
             live.delete(ws);
             ws.close(1011, 'internal error');
             return;

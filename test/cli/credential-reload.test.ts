@@ -54,9 +54,11 @@ async function upgradeStatus(edge: EdgeProcess, path: string, credential: string
   }
 }
 
-async function metric(edge: EdgeProcess, series: string): Promise<number> {
+/** A series' value on /metrics; `absent` when it is not there (else a missing series fails the test). */
+async function metric(edge: EdgeProcess, series: string, absent?: number): Promise<number> {
   const text = await (await fetch(`${edge.adminUrl}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  if (line === undefined && absent !== undefined) return absent;
   if (line === undefined) throw new Error(`no ${series} on /metrics`);
   return Number(line.slice(series.length + 1));
 }
@@ -132,6 +134,11 @@ describe('awp-edge serve: credential files re-read on SIGHUP', () => {
     const refused = await early.call('initialize', initializeParams());
     expect((refused.error as Json | undefined)?.code).toBe(-32001);
     expect((await early.waitClosed()).code).toBe(1014);
+    // The client sees the close before the edge has finished it (a loaded machine shows the gap).
+    await until(
+      async () => (await metric(edge, 'awp_edge_agent_connections{route="guarded",kind="control"}', 0)) === 0,
+      'the edge to see the refused connection closed',
+    );
 
     replace(agentTokens, `${NEW}\n`);
     replace(worldToken, 'world-new\n');

@@ -4,7 +4,7 @@
  * live on detached, holding its ports. The terminal is a real pseudo-terminal (util-linux `script`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { httpStatus } from '../support/edge-process.js';
@@ -88,9 +88,15 @@ describe.skipIf(!existsSync(SCRIPT))('SIGHUP in a terminal', () => {
       const file = `/proc/${pid}/task/${pid}/children`;
       return existsSync(file) ? readFileSync(file, 'utf8').trim().split(' ').filter(Boolean).map(Number) : [];
     };
+    // The node process itself: `script`, a shell that did not exec, or a fork not yet exec'd carry the
+    // same command line, and a SIGHUP sent to one of them would never reach the edge.
+    const node = realpathSync(process.execPath);
     const isEdge = (pid: number): boolean => {
       try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('awp-edge.ts');
+        return (
+          readlinkSync(`/proc/${pid}/exe`) === node &&
+          readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('awp-edge.ts')
+        );
       } catch {
         return false;
       }

@@ -181,7 +181,9 @@ describe('zero-copy fan-out', () => {
       // Forwarding costs the frame's own arrival (about S, twice while the socket's chunks are garbage) ...
       expect(arrival + fanOut).toBeLessThan(2.5 * S);
       // ... and leaves the one frame held (the previous camera frame let go of): about S, never N x S.
-      expect(Math.abs(held)).toBeLessThanOrEqual(1.25 * S);
+      // (Up to 2.5 x S: on a loaded machine a socket may still queue part of an earlier frame, or the
+      // next frame may have begun to arrive.)
+      expect(Math.abs(held)).toBeLessThanOrEqual(2.5 * S);
       // The measurement sees copies when there are some.
       // (Per copy made: on a loaded machine a subscriber's rate gate may hold the frame back, AWP-DAT-003.)
       expect(copies).toBeGreaterThan(N / 4);

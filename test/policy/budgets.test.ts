@@ -1,4 +1,5 @@
 /** Operator budgets per agent credential, enforced at the edge in front of a demo world. */
+import { connect as tcpConnect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
 import { AwpClient, HttpRefusal, initializeParams } from '../support/awp-client.js';
@@ -24,6 +25,28 @@ afterAll(async () => {
 
 const connect = (credential = LIMITED) => AwpClient.connect(edge.url('/arm'), { credential });
 
+/**
+ * An upgrade request on a raw socket, with the credential: `version` 13 is valid, another is refused by
+ * the engine after the edge accepted the credential; `leave` drops the socket as soon as it is sent.
+ */
+function rawUpgrade(version: string, leave: boolean): Promise<void> {
+  const { hostname, port } = new URL(edge.url('/arm'));
+  return new Promise((resolve) => {
+    const s = tcpConnect(Number(port), hostname, () => {
+      s.write(
+        `GET /arm HTTP/1.1\r\nHost: ${hostname}:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: ${version}\r\nSec-WebSocket-Protocol: awp\r\n` +
+          `Authorization: Bearer ${LIMITED}\r\n\r\n`,
+      );
+      if (leave) s.destroy();
+    });
+    s.on('data', () => s.destroy());
+    s.on('error', () => s.destroy());
+    s.on('close', () => resolve());
+    s.setTimeout(5000, () => s.destroy());
+  });
+}
+
 async function metric(reason: string): Promise<number> {
   const text = await (await fetch(`${edge.adminUrl}/metrics`)).text();
   const m = new RegExp(`awp_edge_rejections_total\\{route="r0",reason="${reason}"\\} (\\d+)`).exec(text);
@@ -42,6 +65,27 @@ describe('operator budgets', () => {
     const again = await connect();
     again.close();
     expect(await metric('budget_connections')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('gives a connection slot back when the handshake never completes (refused version, client gone)', async () => {
+    // Each attempt passes the credential check (taking a slot), then never becomes a connection.
+    for (let i = 0; i < 4; i++) await rawUpgrade('12', false);
+    for (let i = 0; i < 4; i++) await rawUpgrade('13', true);
+    // Releases follow the sockets' close events: a slot is free again within a bounded wait.
+    let held: AwpClient[] = [];
+    for (const end = Date.now() + 10_000; held.length < 3;) {
+      try {
+        held.push(await connect());
+      } catch (err) {
+        if (!(err instanceof HttpRefusal && err.status === 429) || Date.now() > end) throw err;
+        for (const c of held) c.close();
+        held = [];
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    await expect(connect()).rejects.toSatisfy((e) => e instanceof HttpRefusal && e.status === 429);
+    for (const c of held) c.close();
+    await new Promise((r) => setTimeout(r, 100));
   });
 
   it('answers a session beyond the budget with a retryable AWP_EDGE_BUDGET_EXCEEDED error', async () => {
