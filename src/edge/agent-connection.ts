@@ -94,6 +94,11 @@ export class AgentConnection implements ConnectionHandlers {
     this.relay.terminate(code, reason);
   }
 
+  /** Drain: an observer session moves out through the shared store (undefined: it cannot; terminate). */
+  moveOut(): Promise<void> | undefined {
+    return this.observer?.moveOut(this.ctx.now());
+  }
+
   private holdsSession(on: boolean): void {
     if (on === this.counted) return;
     this.counted = on;

@@ -34,5 +34,9 @@ export interface EdgeContext {
     binding: string,
   ) => void;
   /** Live agent control connections (for drain and leak checks). */
-  readonly connections: Set<{ terminate(code: number, reason: string): void }>;
+  readonly connections: Set<{
+    terminate(code: number, reason: string): void;
+    /** Drain with a shared store: an observer session is stored, then its connection closed (1001). */
+    moveOut(): Promise<void> | undefined;
+  }>;
 }

@@ -25,8 +25,11 @@ export async function drainConnections(
         (c) =>
           new Promise<void>((resolve) => {
             setTimeout(() => {
-              c.terminate(1001, 'edge draining: reconnect and resume');
-              resolve();
+              const moved = c.moveOut();
+              if (moved === undefined) {
+                c.terminate(1001, 'edge draining: reconnect and resume');
+                resolve();
+              } else void moved.then(resolve, resolve);
             }, Math.random() * window);
           }),
       ),

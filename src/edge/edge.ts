@@ -155,7 +155,11 @@ export class Edge {
       ...recording,
       connections: new Set(),
       hubFor: (route, mode) =>
-        route.hub(mode, () => hubContext(config, route, mint, metrics, log, now, fault)),
+        route.hub(mode, () => ({
+          ...hubContext(config, route, mint, metrics, log, now, fault),
+          // Shared: observer sessions resume at any replica, like relay sessions (issue 13).
+          store: store.kind === 'memory' ? undefined : store,
+        })),
     };
     const viewer = config.viewer.enabled
       ? await open(
@@ -376,7 +380,8 @@ export class Edge {
     this.credentials?.close();
     this.viewer?.close();
     this.stopStore();
-    for (const r of this.routes) for (const hub of [...r.allHubs()]) hub.shutdown();
+    // Observer sessions first: with a shared store they close their connections once stored there.
+    await Promise.all(this.routes.flatMap((r) => [...r.allHubs()].map((hub) => hub.shutdown())));
     for (const c of [...this.ctx.connections]) c.terminate(1001, 'edge shutting down');
     await this.webtransport?.close();
     this.ctx.registry.clear();

@@ -197,21 +197,23 @@ export class RelayDriver {
       case 'lookup-session': {
         const obs = this.route.observer(e.token);
         if (obs !== undefined) {
-          this.run(this.core.handOff());
-          this.agentOut.flushAll();
-          let replayed = 0;
-          this.owner.observe((conn) => {
-            replayed = obs.session.resume(conn, e.id, e.last_status_seq, ctx.now());
+          return this.toObserver((conn) => {
+            const replayed = obs.session.resume(conn, e.id, e.last_status_seq, ctx.now());
+            ctx.metrics.replayLength.labels(this.route.name, 'observer').observe(replayed);
             return obs.session;
           });
-          ctx.metrics.resumes.labels(this.route.name, 'observer', 'resumed').inc();
-          ctx.metrics.replayLength.labels(this.route.name, 'observer').observe(replayed);
-          return;
         }
         ctx.registry.claim(e.token).then(
           (found) => {
-            if (found === null) ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
-            this.run(this.core.sessionLookedUp(found, ctx.now()));
+            // An observer session another replica served: this replica's hub serves it from now on.
+            const observer = found !== null && 'stored' in found ? found : null;
+            if (observer !== null && observer.stored.record.route === this.route.name) {
+              const hub = ctx.hubFor(this.route, observer.stored.record.mode);
+              return this.toObserver((conn) => hub.restore(conn, e.id, e.last_status_seq, observer));
+            }
+            const relay = observer !== null ? null : (found as RelaySession | null);
+            if (relay === null) ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
+            this.run(this.core.sessionLookedUp(relay, ctx.now()));
           },
           (err: unknown) => {
             if (err instanceof CorruptRecordError) {
@@ -389,6 +391,14 @@ export class RelayDriver {
       token: redact(session.token),
       ...(reason !== undefined ? { reason } : {}),
     });
+  }
+
+  /** The connection carries an observer session from now on (resumed by its token). */
+  private toObserver(resume: (conn: ObserverConnection) => ObserverShell): void {
+    this.run(this.core.handOff());
+    this.agentOut.flushAll();
+    this.owner.observe(resume);
+    this.ctx.metrics.resumes.labels(this.route.name, 'observer', 'resumed').inc();
   }
 
   /** Shutdown: drop the agent (the store keeps the session for a resume elsewhere). */

@@ -17,6 +17,8 @@ import { missingChannels, unionOfNeeds, type Need, type Subscription } from './h
 import { HubUpstream, type HubUpstreamEffect } from './hub-upstream.js';
 import { KeyframeCache, type HubFrame } from './keyframe-cache.js';
 import type { ObserverHost } from './observer-effects.js';
+import { persistOpened, restoredShell, type ClaimedObserver } from './observer-store.js';
+import type { SessionStore } from '../session/session-store.js';
 import { agentDeclarations } from './observer-messages.js';
 import { ObserverSession } from './observer-session.js';
 import { ObserverShell, type ObserverConnection, type ObserverHubSide } from './observer-shell.js';
@@ -32,6 +34,8 @@ export interface HubContext extends HubLinkContext {
   readonly maxJsonDepth: number;
   /** How long the upstream session outlives the last observer. */
   readonly lingerMs: number;
+  /** A shared session store: observer sessions are stored there and resume at any replica. */
+  readonly store?: SessionStore | undefined;
   now(): number;
   mintToken(): string;
   /** The edge's own stream endpoints for observers of this route. */
@@ -56,13 +60,8 @@ export class ChannelHub {
   private latestWins = new Set<number>();
   private readonly fanout: FanoutScheduler<ObserverShell>;
   private readonly cache = new KeyframeCache();
-  /** Opens that arrived before the upstream session was ready. */
-  private readonly opening: {
-    shell: ObserverShell;
-    conn: ObserverConnection;
-    id: string | number;
-    params: Record<string, unknown>;
-  }[] = [];
+  /** Opens and resumes that arrived before the upstream session was ready (run when it is, or fails). */
+  private readonly opening: (() => void)[] = [];
   /** Observers' `ensure-channels` requests waiting for the upstream session to be ready. */
   private readonly waiting: { shell: ObserverShell; ref: number; wants: Need[] }[] = [];
   /** Observers' requests in an upstream `obs.subscribe`, by the hub's correlation of it. */
@@ -101,6 +100,9 @@ export class ChannelHub {
       subscriptionsChanged: () => this.reindex(true),
       ended: (shell) => this.ended(shell),
       note: (event, shell, detail) => ctx.noteSession(event, shell, detail),
+      ...(ctx.store !== undefined && {
+        persist: (shell: ObserverShell) => persistOpened(ctx, mode, this.host, shell),
+      }),
     };
   }
 
@@ -134,12 +136,28 @@ export class ChannelHub {
       maxObsRateHz,
     );
     const shell = new ObserverShell(session, this.side);
-    this.observers.set(session.token, shell);
+    this.admit(shell, () => shell.open(conn, id, params, this.ctx.now()));
+    return shell;
+  }
+
+  /** `session.resume` of a session the shared store holds (it was served by another replica). */
+  restore(
+    conn: ObserverConnection,
+    id: string | number,
+    lastStatusSeq: number,
+    claimed: ClaimedObserver,
+  ): ObserverShell {
+    const shell = restoredShell(this.ctx, this.host, this.side, claimed);
+    this.admit(shell, () => shell.resume(conn, id, lastStatusSeq, this.ctx.now()));
+    return shell;
+  }
+
+  private admit(shell: ObserverShell, start: () => void): void {
+    this.observers.set(shell.token, shell);
     this.emptySince = null;
     this.run(this.upstream.start());
-    if (this.upstream.isReady) shell.open(conn, id, params, this.ctx.now());
-    else this.opening.push({ shell, conn, id, params });
-    return shell;
+    if (this.upstream.isReady) start();
+    else this.opening.push(start);
   }
 
   // ------------------------------------------------------------------ the observers' effects
@@ -251,7 +269,7 @@ export class ChannelHub {
     );
     const ws = this.upstream.endpoints.find((e) => e.binding === 'ws' && typeof e.url === 'string');
     if (ws !== undefined) this.link.dialStream(ws.url!, this.upstream.token ?? undefined);
-    for (const o of this.opening.splice(0)) o.shell.open(o.conn, o.id, o.params, this.ctx.now());
+    for (const start of this.opening.splice(0)) start();
     for (const w of this.waiting.splice(0)) this.ensure(w.shell, w.ref, w.wants);
     this.reindex(false);
   }
@@ -264,7 +282,7 @@ export class ChannelHub {
     );
     this.retire();
     // Waiting opens are answered (they will see no grants).
-    for (const o of this.opening.splice(0)) o.shell.open(o.conn, o.id, o.params, this.ctx.now());
+    for (const start of this.opening.splice(0)) start();
     for (const w of this.waiting.splice(0)) w.shell.channelsEnsured(w.ref, false);
     for (const o of [...this.observers.values()])
       o.close('world_shutdown', this.ctx.now(), 1011, 'world session lost');
@@ -385,10 +403,18 @@ export class ChannelHub {
   }
 
   /** Shutdown: observers are dropped (their sessions end with this process). */
-  shutdown(): void {
-    for (const o of [...this.observers.values()])
-      o.close('world_shutdown', this.ctx.now(), 1001, 'edge shutting down');
+  /** Ends every session, or with a shared store suspends it there for a resume elsewhere. */
+  async shutdown(): Promise<void> {
+    const now = this.ctx.now();
+    const moved: Promise<void>[] = [];
+    for (const o of [...this.observers.values()]) {
+      const move = o.moveOut(now);
+      if (move !== undefined) moved.push(move);
+      else if (o.state !== 'suspended' || !o.stored)
+        o.close('world_shutdown', now, 1001, 'edge shutting down');
+    }
     this.retire();
+    await Promise.all(moved);
   }
 
   grants(): ReadonlyMap<string, UpstreamGrant> {

@@ -35,6 +35,15 @@ export function asResync(frame: HubFrame): HubFrame {
   return frame.resynced;
 }
 
+/** The frame with `offset` added to its seq: a copy of its own (one observer's numbering). */
+export function renumbered(frame: HubFrame, offset: number): HubFrame {
+  const buf = Buffer.from(frame.buf);
+  const seq = frame.seq + offset;
+  buf.writeBigUInt64LE(BigInt(seq), 8);
+  const { channel_id, ts_mono_ns, ts_send_ns, flags } = frame;
+  return { buf, channel_id, seq, ts_mono_ns, ts_send_ns, flags };
+}
+
 /** The frame's `obs.frame` text, encoded once on first use and shared. */
 export function inlineText(frame: HubFrame): Buffer {
   frame.inline ??= Buffer.from(

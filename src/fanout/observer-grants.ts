@@ -146,6 +146,11 @@ export class ObserverGrants {
     for (const n of names) this.wants.delete(n);
   }
 
+  /** The channels wanted and the rate asked for each, as the observer asked (what a store keeps). */
+  requests(): ChannelRequest[] {
+    return [...this.wants].map(([channel, w]) => ({ channel, rate_hz: w.rate_hz }));
+  }
+
   /** What the hub must carry for this observer (see wantList). */
   wanted(): { channel: string; rate_hz: number | null }[] {
     return wantList(this.wants, this.hub, this.maxObsRateHz);

@@ -20,7 +20,7 @@ import {
 } from '../protocol/jsonrpc.js';
 import { ReplayJournal } from '../session/journal.js';
 import type { ObserverEffect, ObserverHost, ObserverLink, ObserverState } from './observer-effects.js';
-import { ObserverGrants } from './observer-grants.js';
+import { ObserverGrants, type ChannelRequest } from './observer-grants.js';
 import { ObserverLiveness } from './observer-liveness.js';
 import {
   heartbeatPing,
@@ -39,17 +39,26 @@ const EMPTY: readonly never[] = [];
 /** A request of the observer's waiting for the hub to carry its channels (see `channelsEnsured`). */
 type Asked<C> =
   | { readonly kind: 'open'; readonly conn: C; readonly id: JsonRpcId; readonly at: number }
+  | {
+      readonly kind: 'resume';
+      readonly conn: C;
+      readonly id: JsonRpcId;
+      readonly last: number;
+      readonly at: number;
+    }
   | { readonly kind: 'subscribe'; readonly conn: C; readonly id: JsonRpcId; readonly added: string[] };
 
 export class ObserverSession<C extends ObserverLink = ObserverLink> {
   state: ObserverState = 'opening';
-  readonly journal = new ReplayJournal();
-  private seq = 0;
+  readonly journal: ReplayJournal;
+  private seq: number;
   private conn: C | null = null;
   private readonly grants: ObserverGrants;
   private readonly asked = new Map<number, Asked<C>>();
   private nextRef = 1;
   private readonly live = new ObserverLiveness();
+  /** Restored from the store and not yet resumed here (its grants are not computed yet). */
+  private fromStore = false;
   private out: ObserverEffect<C>[] = [];
 
   constructor(
@@ -58,9 +67,28 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
     private readonly host: ObserverHost,
     /** From the agent's initialize: what it can consume and how fast (AWP-AGM-001/002). */
     private readonly modalities: readonly string[],
-    maxObsRateHz: number | undefined,
+    private readonly maxObsRateHz: number | undefined,
+    /** A session another replica served: its journal and subscriptions, as the store holds them. */
+    restored?: { readonly journal: ReplayJournal; readonly wants: readonly ChannelRequest[] },
   ) {
     this.grants = new ObserverGrants(host, maxObsRateHz);
+    this.journal = restored?.journal ?? new ReplayJournal();
+    this.seq = this.journal.highWaterMark;
+    if (restored !== undefined) {
+      this.grants.want(restored.wants);
+      this.state = 'suspended';
+      this.fromStore = true;
+    }
+  }
+
+  /** What a store keeps of the subscriptions (see ObserverRecord). */
+  requests(): ChannelRequest[] {
+    return this.grants.requests();
+  }
+
+  /** What the observer declared at initialize, as a store keeps it. */
+  get declarations(): { modalities: readonly string[]; max_obs_rate_hz: number | null } {
+    return { modalities: this.modalities, max_obs_rate_hz: this.maxObsRateHz ?? null };
   }
 
   get attached(): boolean {
@@ -91,7 +119,11 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
     this.asked.delete(ref);
     if (this.state === 'closed' || this.conn !== a.conn) return EMPTY;
     if (a.kind === 'open') this.opened(a.id, ok, a.at);
-    else this.subscribed(a.id, ok, a.added);
+    else if (a.kind === 'resume') {
+      // The channels the hub here cannot carry are not granted (the result says which are).
+      this.regrant();
+      this.resumed(a.id, a.last, a.at);
+    } else this.subscribed(a.id, ok, a.added);
     return this.flush();
   }
 
@@ -116,6 +148,17 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
       this.detach('connection_replaced', now);
     }
     this.attach(conn, now);
+    if (this.fromStore) {
+      // Restored from the store: this replica's hub must carry the channels before the result names them.
+      this.fromStore = false;
+      this.ask({ kind: 'resume', conn, id, last: lastStatusSeq, at: now });
+      return this.flush();
+    }
+    this.resumed(id, lastStatusSeq, now);
+    return this.flush();
+  }
+
+  private resumed(id: JsonRpcId, lastStatusSeq: number, now: number): void {
     this.acknowledge(lastStatusSeq);
     const replayTo = this.seq;
     this.send(resultText(id, { ...this.ready(true), replay_to_status_seq: replayTo }));
@@ -125,7 +168,6 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
     this.notify('session.state', { state: 'active', ts_mono_ns: this.clock(now), reason: 'resumed' });
     this.out.push({ kind: 'resumed', replayed: replay.length });
     this.startChannels(this.grants.names());
-    return this.flush();
   }
 
   private ready(resumed: boolean): Record<string, unknown> {
@@ -307,6 +349,12 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
     return this.flush();
   }
 
+  /** The edge is going away (drain, shutdown): suspend the session and close its connection (1001). */
+  moveOut(now: number): readonly ObserverEffect<C>[] {
+    if (this.conn !== null) this.drop(1001, 'edge draining: reconnect and resume', now);
+    return this.flush();
+  }
+
   /** The shell could not queue a `send` (the control connection's queue is full): it is lost, closed 1008. */
   sendQueueFull(): readonly ObserverEffect<C>[] {
     if (this.conn === null) return EMPTY;
@@ -368,8 +416,7 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
   private notify(method: string, params: Record<string, unknown>): void {
     const status_seq = ++this.seq;
     const text = notificationText(method, { ...params, status_seq });
-    this.journal.append(status_seq, text);
-    this.journal.markDurable(status_seq);
+    this.journal.append(status_seq, text); // durable once a shared store holds it (observer-persistence.ts)
     this.send(text);
   }
 

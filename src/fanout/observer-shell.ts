@@ -12,6 +12,8 @@ import { Subscriber, type SubscribedChannel } from './subscriber.js';
 import type { OutboxObserver, Sink } from '../transport/outbox.js';
 import type { JsonRpcId } from '../protocol/jsonrpc.js';
 import type { ObserverTap } from './observer-tap.js';
+import type { ObserverPersistence } from './observer-persistence.js';
+import type { ObserverRecord } from '../session/session-store.js';
 
 /** An agent's control connection carrying an observer session. */
 export interface ObserverConnection extends ObserverLink {
@@ -33,6 +35,8 @@ export interface ObserverHubSide {
   subscriptionsChanged(): void;
   ended(shell: ObserverShell): void;
   note(event: ObserverNote, shell: ObserverShell, detail?: string): void;
+  /** With a shared session store: the opened session's record there, so it resumes at any replica. */
+  persist?(shell: ObserverShell): ObserverPersistence;
 }
 
 export class ObserverShell {
@@ -40,7 +44,13 @@ export class ObserverShell {
   sub: Subscriber | null = null;
   private conn: ObserverConnection | null = null;
   /** The last seq delivered per channel while detached: a resumed session continues above it (AWP-DAT-001). */
-  private positions = new Map<number, number>();
+  private positions = new Map<string, number>();
+  /** Channels this session delivered at another replica: numbered on from their positions (subscriber.ts). */
+  private readonly rebased = new Set<string>();
+  /** Its record in a shared store, if any. */
+  private persistence: ObserverPersistence | undefined;
+  /** Moving out (drain): the closes held until the store holds the session; null otherwise. */
+  private held: (() => void)[] | null = null;
   private replayed = 0;
   /** The flight recorder's tap of the connection the session is (or was last) on. */
   private tap: ObserverTap | undefined;
@@ -48,7 +58,58 @@ export class ObserverShell {
   constructor(
     readonly session: ObserverSession<ObserverConnection>,
     private readonly hub: ObserverHubSide,
-  ) {}
+    /** A session claimed from the store: its record there, and where its channels stood. */
+    restored?: { readonly persistence: ObserverPersistence; readonly positions: ObserverRecord['positions'] },
+  ) {
+    if (restored === undefined) return;
+    this.persistence = restored.persistence;
+    for (const [name, seq] of restored.positions) {
+      this.positions.set(name, seq);
+      this.rebased.add(name);
+    }
+  }
+
+  /** Whether a shared store holds this session. */
+  get stored(): boolean {
+    return this.persistence !== undefined;
+  }
+
+  /** What the store keeps of this session between connections. */
+  record(): ObserverRecord {
+    return {
+      ...this.session.declarations,
+      wants: this.session.requests(),
+      positions: [...this.positions].filter(([, seq]) => seq >= 0),
+    };
+  }
+
+  /**
+   * Drain: the session is suspended and stored, then its connection closed (1001), so the observer
+   * resumes at another replica. Undefined when the session cannot move (no shared store).
+   */
+  moveOut(now: number): Promise<void> | undefined {
+    const p = this.persistence;
+    if (p === undefined || !this.session.attached) return undefined;
+    const held: (() => void)[] = (this.held = []);
+    this.run(this.session.moveOut(now)); // also issues the journal's write
+    this.held = null;
+    // What the observer resumes from elsewhere is in the store before it is told to go.
+    return p.flushed().then(() => {
+      for (const close of held) {
+        try {
+          close();
+        } catch {
+          // the connection is gone already
+        }
+      }
+    });
+  }
+
+  /** Another replica resumed the session: this one lets go (its store record is the other's now). */
+  fenced(now: number): void {
+    this.persistence = undefined;
+    this.run(this.session.close('resumed_elsewhere', now, 1001, 'session resumed at another replica'));
+  }
 
   get session_id(): string {
     return this.session.session_id;
@@ -107,6 +168,7 @@ export class ObserverShell {
 
   tickTimers(now: number): void {
     this.run(this.session.tickTimers(now));
+    if (this.session.attached) this.persistence?.renew(Date.now(), this.session.journal.acknowledged);
   }
 
   connectionLost(conn: ObserverConnection, now: number): void {
@@ -129,7 +191,9 @@ export class ObserverShell {
   // ------------------------------------------------------------------ effects
 
   private run(effects: readonly ObserverEffect<ObserverConnection>[]): void {
+    if (effects.length === 0) return;
     for (const e of effects) this.apply(e);
+    this.persistence?.journal(this.session.journal);
   }
 
   private apply(e: ObserverEffect<ObserverConnection>): void {
@@ -137,7 +201,7 @@ export class ObserverShell {
       case 'attach': {
         const hub = this.hub;
         const sub = new Subscriber(e.conn.sink, hub.highWaterBytes, hub.maxQueuedBytes, hub.frameObserver);
-        for (const g of e.channels) sub.subscribe(g, this.positions.get(g.channel_id));
+        for (const g of e.channels) sub.subscribe(g, this.positions.get(g.name), this.rebased.has(g.name));
         this.conn = e.conn;
         this.sub = sub;
         this.tap = e.conn.tap;
@@ -151,7 +215,8 @@ export class ObserverShell {
         return;
       case 'channels':
         for (const id of e.removed) this.sub?.unsubscribe(id);
-        for (const g of e.grants) this.sub?.subscribe(g);
+        for (const g of e.grants)
+          this.sub?.subscribe(g, this.positions.get(g.name), this.rebased.has(g.name));
         return;
       case 'ensure-channels':
         return this.hub.ensureChannels(this, e.ref, e.wants);
@@ -164,21 +229,30 @@ export class ObserverShell {
         if (sub === null) return;
         if (e.stream !== undefined) sub.closeStream(e.stream.code, e.stream.reason);
         if (e.flush) sub.control.flushAll();
-        this.positions = sub.positions();
+        for (const [name, seq] of sub.positions()) this.positions.set(name, seq);
         this.sub = null;
         this.conn = null;
         this.tap?.released();
+        if (this.session.state === 'suspended')
+          this.persistence?.suspended(Date.now(), this.session.journal.acknowledged, this.record());
         return;
       }
-      case 'close-connection':
-        return e.conn.close(e.code, e.reason);
+      case 'close-connection': {
+        const { conn, code, reason } = e;
+        if (this.held !== null) this.held.push(() => conn.close(code, reason));
+        else conn.close(code, reason);
+        return;
+      }
       case 'note':
+        if (e.event === 'opened') this.persistence = this.hub.persist?.(this);
         return this.hub.note(e.event, this, e.detail);
       case 'resumed':
         this.replayed = e.replayed;
+        this.persistence?.attached(this.session.journal.acknowledged);
         return this.hub.note('resumed', this);
       case 'ended':
         this.tap?.ended();
+        this.persistence?.ended();
         return this.hub.ended(this);
     }
   }

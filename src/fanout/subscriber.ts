@@ -6,7 +6,7 @@
  */
 import { Outbox, type FrameNote, type OutboxObserver, type Sink } from '../transport/outbox.js';
 import { FLAG_KEYFRAME } from '../protocol/frame.js';
-import { asResync, inlineText, type HubFrame } from './keyframe-cache.js';
+import { asResync, inlineText, renumbered, type HubFrame } from './keyframe-cache.js';
 import { RateGate } from './rate-gate.js';
 import { LatencyWindow, summarise, type LatencyStats } from './latency-window.js';
 import type { FrameTap } from './observer-tap.js';
@@ -46,6 +46,13 @@ interface ChannelState {
   restart: boolean;
   /** The restart's resync frame may still wait in a latest-wins slot: whatever replaces it carries resync on. */
   resyncWaiting: boolean;
+  /**
+   * The session delivered this channel at another replica, whose upstream session numbered it
+   * differently: each restart renumbers from the keyframe on so seq continues above `lastSeq`.
+   */
+  readonly rebase: boolean;
+  /** Added to this hub's seq for this observer (0 unless rebased onto a hub that counts lower). */
+  offset: number;
 }
 
 export class Subscriber {
@@ -77,7 +84,7 @@ export class Subscriber {
    * Adds a channel, or updates its grant. `fromSeq`: the last seq this session already delivered on it
    * (a resumed session continues above it, AWP-DAT-001).
    */
-  subscribe(sub: SubscribedChannel, fromSeq = -1): void {
+  subscribe(sub: SubscribedChannel, fromSeq = -1, rebase = false): void {
     const old = this.channels.get(sub.channel_id);
     // Only latest-wins channels are downsampled: dropping a reliable or per-tick frame would be loss (AWP-DAT-002).
     const gated = (c: SubscribedChannel) => (c.latest_wins && !c.per_tick ? c.rate_hz : null);
@@ -91,12 +98,14 @@ export class Subscriber {
       down: old?.down ?? false,
       restart: old?.restart ?? true,
       resyncWaiting: old?.resyncWaiting ?? false,
+      rebase: old?.rebase ?? rebase,
+      offset: old?.offset ?? 0,
     });
   }
 
-  /** The last seq delivered per channel (carried over when the session resumes on a new connection). */
-  positions(): Map<number, number> {
-    return new Map([...this.channels].map(([id, c]) => [id, c.lastSeq]));
+  /** The last seq delivered per channel name (carried over when the session resumes on a new connection). */
+  positions(): Map<string, number> {
+    return new Map([...this.channels.values()].map((c) => [c.sub.name, c.lastSeq]));
   }
 
   unsubscribe(channel_id: number): void {
@@ -146,10 +155,15 @@ export class Subscriber {
   deliver(frame: HubFrame, note: FrameNote, start = false): Delivery {
     const c = this.channels.get(frame.channel_id);
     if (c === undefined) return 'held';
+    const keyframe = (frame.flags & FLAG_KEYFRAME) !== 0;
+    if (c.rebase && c.restart && keyframe) c.offset = Math.max(0, c.lastSeq + 1 - frame.seq);
+    if (c.offset !== 0) {
+      if (!Number.isSafeInteger(frame.seq + c.offset)) return 'stale';
+      frame = renumbered(frame, c.offset); // a copy: only for sessions that moved to a hub counting lower
+    }
     if (frame.seq <= c.lastSeq) return 'stale';
     if (c.down || (this.streamed && this.stream === null)) return 'held';
     const latestWins = c.sub.latest_wins && !c.sub.per_tick;
-    const keyframe = (frame.flags & FLAG_KEYFRAME) !== 0;
     if (c.restart) {
       // Deltas before the restart's keyframe are skipped: the gap before a resync is not loss.
       if (!keyframe) return 'held';

@@ -1,12 +1,26 @@
 import type { JournalEntry } from './journal.js';
 
-/** What the edge must remember about a relay session to resume it, on this replica or another. */
+/**
+ * What an observer session (the edge serves it itself) needs beyond the common record to resume at
+ * another replica: what the observer declared and subscribed, and where each channel's stream stood.
+ */
+export interface ObserverRecord {
+  /** From the observer's initialize (AWP-AGM-001/002). */
+  readonly modalities: readonly string[];
+  readonly max_obs_rate_hz: number | null;
+  /** The channels it subscribed, as `session.open` names them (`rate_hz` null: the channel's rate). */
+  readonly wants: readonly { readonly channel: string; readonly rate_hz: number | null }[];
+  /** The last seq delivered per channel name: a resumed stream continues above it (AWP-DAT-001). */
+  readonly positions: readonly (readonly [channel: string, seq: number])[];
+}
+
+/** What the edge must remember about a session to resume it, on this replica or another. */
 export interface RelaySessionRecord {
   /** The agent-facing token the edge minted (a credential: never logged, never a metric label). */
   readonly edge_token: string;
   /** The route (world) the session belongs to. */
   readonly route: string;
-  /** The world's own session token (a credential of the upstream hop). */
+  /** The world's own session token (a credential of the upstream hop); '' for an observer session. */
   readonly upstream_token: string;
   readonly session_id: string;
   readonly mode: 'lockstep' | 'streaming';
@@ -16,6 +30,8 @@ export interface RelaySessionRecord {
   agent_ack: number;
   /** Wall-clock ms when the agent's connection was lost; null while an agent is attached. */
   suspended_at_ms: number | null;
+  /** Present for an observer session (no upstream session of its own: the route's hub serves it). */
+  observer?: ObserverRecord;
 }
 
 export interface StoredSession {
@@ -85,6 +101,8 @@ export interface SessionStore {
   /** Records the agent's acknowledgement and drops the entries at or below it. */
   acknowledge(edge_token: string, fence: number, status_seq: number): Promise<void>;
   setSuspended(edge_token: string, fence: number, suspended_at_ms: number | null): Promise<void>;
+  /** Replaces an observer session's subscriptions and positions. */
+  setObserver(edge_token: string, fence: number, observer: ObserverRecord): Promise<void>;
   /** Deletes the session; with a fence, only if no other replica has claimed it since. */
   delete(edge_token: string, fence?: number): Promise<void>;
   /** Whether new sessions can be stored now (a distributed store that is unreachable says no). */

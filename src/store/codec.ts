@@ -4,7 +4,11 @@
  */
 import { Packr } from 'msgpackr';
 import { MAX_STATUS_SEQ_GAP, type JournalEntry } from '../session/journal.js';
-import { CorruptRecordError, type RelaySessionRecord } from '../session/session-store.js';
+import {
+  CorruptRecordError,
+  type ObserverRecord,
+  type RelaySessionRecord,
+} from '../session/session-store.js';
 
 /** Plain msgpack (no record extension): another replica decodes it with no shared state. */
 const packr = new Packr({ useRecords: false, moreTypes: false });
@@ -45,6 +49,7 @@ export function decodeRecord(
   encoded: Buffer,
   agent_ack: string,
   suspended_at_ms: string,
+  observer?: ObserverRecord,
 ): RelaySessionRecord {
   const t = unpack(encoded, 'session record');
   if (!Array.isArray(t) || t[0] !== RECORD_VERSION || t.length !== 7) {
@@ -52,7 +57,12 @@ export function decodeRecord(
   }
   const [, route, upstream_token, session_id, mode, reconnect_window_ms, heartbeat_interval_ms] =
     t as unknown[];
-  if (typeof route !== 'string' || typeof upstream_token !== 'string' || upstream_token === '')
+  // An observer session has no upstream session of its own; a relay session always has one.
+  if (
+    typeof route !== 'string' ||
+    typeof upstream_token !== 'string' ||
+    (upstream_token === '') !== (observer !== undefined)
+  )
     throw new CorruptRecordError('session record: route or upstream token is not a string');
   if (typeof session_id !== 'string')
     throw new CorruptRecordError('session record: session_id is not a string');
@@ -68,6 +78,60 @@ export function decodeRecord(
     heartbeat_interval_ms: count(heartbeat_interval_ms, 'heartbeat_interval_ms'),
     agent_ack: count(decimal(agent_ack), 'agent_ack'),
     suspended_at_ms: suspended_at_ms === '' ? null : count(decimal(suspended_at_ms), 'suspended_at_ms'),
+    ...(observer !== undefined && { observer }),
+  };
+}
+
+/** Channels and modalities an observer record may hold at most (far above any world's manifest). */
+const MAX_OBSERVER_ITEMS = 1024;
+
+export function encodeObserver(o: ObserverRecord): Buffer {
+  return packr.pack([
+    RECORD_VERSION,
+    o.modalities,
+    o.max_obs_rate_hz,
+    o.wants.map((w) => [w.channel, w.rate_hz]),
+    o.positions,
+  ]);
+}
+
+/** An observer session's part of the record, checked like every byte the store returns. */
+export function decodeObserver(encoded: Buffer): ObserverRecord {
+  const t = unpack(encoded, 'observer record');
+  if (!Array.isArray(t) || t[0] !== RECORD_VERSION || t.length !== 5)
+    throw new CorruptRecordError('observer record has an unknown encoding');
+  const [, modalities, rate, wants, positions] = t as unknown[];
+  const list = (v: unknown, what: string): unknown[] => {
+    if (!Array.isArray(v) || v.length > MAX_OBSERVER_ITEMS)
+      throw new CorruptRecordError(`observer record: ${what} is not a list`);
+    return v;
+  };
+  const name = (v: unknown): string => {
+    if (typeof v !== 'string' || v.length > 256)
+      throw new CorruptRecordError('observer record: bad channel name');
+    return v;
+  };
+  const hz = (v: unknown): number | null => {
+    if (v === null) return null;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+      throw new CorruptRecordError('observer record: a rate is not a positive number');
+    return v;
+  };
+  const pair = (v: unknown): [unknown, unknown] => {
+    if (!Array.isArray(v) || v.length !== 2) throw new CorruptRecordError('observer record: bad entry');
+    return v as [unknown, unknown];
+  };
+  return {
+    modalities: list(modalities, 'modalities').map(name),
+    max_obs_rate_hz: hz(rate),
+    wants: list(wants, 'wants').map((w) => {
+      const [channel, rate_hz] = pair(w);
+      return { channel: name(channel), rate_hz: hz(rate_hz) };
+    }),
+    positions: list(positions, 'positions').map((p) => {
+      const [channel, seq] = pair(p);
+      return [name(channel), count(seq, 'a channel position')] as const;
+    }),
   };
 }
 

@@ -2,6 +2,7 @@ import type { JournalEntry } from '../session/journal.js';
 import {
   FencedError,
   JournalGapError,
+  type ObserverRecord,
   type RelaySessionRecord,
   type SessionStore,
   type StoredSession,
@@ -64,6 +65,12 @@ export class MemorySessionStore implements SessionStore {
   setSuspended(edge_token: string, fence: number, suspended_at_ms: number | null): Promise<void> {
     return this.write(edge_token, fence, (held) => {
       held.record.suspended_at_ms = suspended_at_ms;
+    });
+  }
+
+  setObserver(edge_token: string, fence: number, observer: ObserverRecord): Promise<void> {
+    return this.write(edge_token, fence, (held) => {
+      held.record.observer = observer;
     });
   }
 

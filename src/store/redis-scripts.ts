@@ -4,7 +4,8 @@
  *
  * Per session: KEYS[1] the record hash, KEYS[2] the journal sorted set (score = status_seq).
  * Hash fields: r = static record (msgpack), a = agent_ack, s = suspended_at_ms ('' while attached),
- * f = fence, t = TTL in ms applied to both keys while the session is suspended.
+ * f = fence, t = TTL in ms applied to both keys while the session is suspended, o = an observer
+ * session's subscriptions and positions (msgpack; '' for a relay session).
  *
  * Numbers written back are the caller's decimal strings, never Lua numbers: Lua formats numbers with
  * 14 significant digits, which would corrupt a status_seq above 10^14.
@@ -20,19 +21,19 @@ if not fence then return 1 end
 if tonumber(ARGV[1]) < tonumber(fence) then return -1 end
 `;
 
-/** ARGV: static record, agent_ack, suspended_at_ms or '', suspended TTL ms. */
+/** ARGV: static record, agent_ack, suspended_at_ms or '', suspended TTL ms, observer part or ''. */
 export const CREATE = `
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[1], 'r', ARGV[1], 'a', ARGV[2], 's', ARGV[3], 'f', '1', 't', ARGV[4])
+redis.call('HSET', KEYS[1], 'r', ARGV[1], 'a', ARGV[2], 's', ARGV[3], 'f', '1', 't', ARGV[4], 'o', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `;
 
-/** Returns false when gone, else {static, agent_ack, suspended_at_ms, fence, {journal members}}. */
+/** Returns false when gone, else {static, agent_ack, suspended_at_ms, fence, {journal}, observer}. */
 export const GET = `
-local h = redis.call('HMGET', KEYS[1], 'r', 'a', 's', 'f')
+local h = redis.call('HMGET', KEYS[1], 'r', 'a', 's', 'f', 'o')
 if not h[1] then return false end
-return {h[1], h[2], h[3], h[4], redis.call('ZRANGE', KEYS[2], 0, -1)}
+return {h[1], h[2], h[3], h[4], redis.call('ZRANGE', KEYS[2], 0, -1), h[5] or ''}
 `;
 
 /** Returns the new fence, or false when the session is gone. */
@@ -100,6 +101,12 @@ redis.call('HSET', KEYS[1], 's', ARGV[2])
 local ttl = redis.call('HGET', KEYS[1], 't')
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
+return 1
+`;
+
+/** ARGV: fence, the observer part (msgpack). */
+export const SET_OBSERVER = `${FENCE_CHECK}
+redis.call('HSET', KEYS[1], 'o', ARGV[2])
 return 1
 `;
 

@@ -1,9 +1,10 @@
 /**
- * The distributed session store: relay sessions in Redis (6+), so any replica can resume them.
+ * The distributed session store: relay and observer sessions in Redis (6+), so any replica can resume them.
  *
  * Keys (all under `keyPrefix`, default `awp-edge:`; the braces are a Redis Cluster hash tag keeping a
  * session's two keys in one slot):
- *   {TOKEN}:rec  hash: static record (msgpack), agent_ack, suspended_at_ms, fence, suspended TTL
+ *   {TOKEN}:rec  hash: static record (msgpack), agent_ack, suspended_at_ms, fence, suspended TTL,
+ *                an observer session's subscriptions and positions
  *   {TOKEN}:jnl  sorted set: journal entries (msgpack [status_seq, text]) scored by status_seq
  *   epoch        the 6-byte token epoch shared by every replica
  *   hub:ROUTE    sorted set: replicas serving the route's observer hub, scored by expiry
@@ -19,12 +20,21 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { JournalEntry } from '../session/journal.js';
-import { checkJournal, decodeEntry, decodeRecord, encodeEntry, encodeStatic } from './codec.js';
+import {
+  checkJournal,
+  decodeEntry,
+  decodeObserver,
+  decodeRecord,
+  encodeEntry,
+  encodeObserver,
+  encodeStatic,
+} from './codec.js';
 import * as lua from './redis-scripts.js';
 import {
   CorruptRecordError,
   FencedError,
   JournalGapError,
+  type ObserverRecord,
   type RelaySessionRecord,
   type SessionStore,
   type StoredSession,
@@ -57,12 +67,13 @@ interface Scripted {
   awpGetBuffer(
     rec: string,
     jnl: string,
-  ): Promise<[Buffer, Buffer | null, Buffer | null, Buffer | null, Buffer[]] | null>;
+  ): Promise<[Buffer, Buffer | null, Buffer | null, Buffer | null, Buffer[], Buffer] | null>;
   awpClaim(rec: string, jnl: string): Promise<number | null>;
   /** 1, -1 (fenced), or [-2, highest seq held] (a gap). */
   awpAppend(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number | [number, string]>;
   awpAcknowledge(rec: string, jnl: string, ...args: string[]): Promise<number>;
   awpSetSuspended(rec: string, jnl: string, ...args: string[]): Promise<number>;
+  awpSetObserver(rec: string, jnl: string, fence: string, observer: Buffer): Promise<number>;
   awpDelete(rec: string, jnl: string, fence: string): Promise<number>;
   awpEpochBuffer(key: string, epoch: Buffer): Promise<Buffer | null>;
   awpHubJoin(key: string, replicaId: string, ttlMs: string): Promise<number>;
@@ -110,6 +121,7 @@ export class RedisSessionStore implements SessionStore {
         awpAppend: { lua: lua.APPEND, numberOfKeys: 2 },
         awpAcknowledge: { lua: lua.ACKNOWLEDGE, numberOfKeys: 2 },
         awpSetSuspended: { lua: lua.SET_SUSPENDED, numberOfKeys: 2 },
+        awpSetObserver: { lua: lua.SET_OBSERVER, numberOfKeys: 2 },
         awpDelete: { lua: lua.DELETE, numberOfKeys: 2 },
         awpEpoch: { lua: lua.EPOCH, numberOfKeys: 1 },
         awpHubJoin: { lua: lua.HUB_JOIN, numberOfKeys: 1 },
@@ -158,6 +170,7 @@ export class RedisSessionStore implements SessionStore {
         String(record.agent_ack),
         record.suspended_at_ms === null ? '' : String(record.suspended_at_ms),
         String(record.reconnect_window_ms + this.marginMs),
+        record.observer === undefined ? '' : encodeObserver(record.observer),
       ),
     );
     return 1;
@@ -167,10 +180,16 @@ export class RedisSessionStore implements SessionStore {
     const [rec, jnl] = this.keys(edge_token);
     const reply = await this.run('get', () => this.scripted.awpGetBuffer(rec, jnl));
     if (reply === null) return null;
-    const [encoded, ack, suspended, fence, members] = reply;
+    const [encoded, ack, suspended, fence, members, observer] = reply;
     if (ack === null || suspended === null || fence === null)
       throw new CorruptRecordError('the session record lacks a field');
-    const record = decodeRecord(edge_token, encoded, ack.toString(), suspended.toString());
+    const record = decodeRecord(
+      edge_token,
+      encoded,
+      ack.toString(),
+      suspended.toString(),
+      observer.length === 0 ? undefined : decodeObserver(observer),
+    );
     const journal = checkJournal(record.agent_ack, members.map(decodeEntry));
     const f = Number(fence.toString());
     if (!Number.isSafeInteger(f) || f < 1)
@@ -210,6 +229,14 @@ export class RedisSessionStore implements SessionStore {
     const at = suspended_at_ms === null ? '' : String(suspended_at_ms);
     this.fenced(
       await this.run('setSuspended', () => this.scripted.awpSetSuspended(rec, jnl, String(fence), at)),
+    );
+  }
+
+  async setObserver(edge_token: string, fence: number, observer: ObserverRecord): Promise<void> {
+    const [rec, jnl] = this.keys(edge_token);
+    const encoded = encodeObserver(observer);
+    this.fenced(
+      await this.run('setObserver', () => this.scripted.awpSetObserver(rec, jnl, String(fence), encoded)),
     );
   }
 

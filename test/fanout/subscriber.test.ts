@@ -160,6 +160,36 @@ describe('subscriber delivery rules', () => {
     expect(isResync(got[0]!.flags)).toBe(true);
     expect(got[1]!.flags & FLAG_RESYNC).toBe(0);
   });
+  it('AWP-DAT-001 a session resumed on a hub that counts lower continues above what it got, renumbered from the resync keyframe', () => {
+    const sink = new RecordingSink();
+    const sub = new Subscriber(sink, 1024, 1 << 20);
+    // Delivered up to seq 100 at another replica; this hub's upstream session is at seq 5.
+    sub.subscribe(channel(3, 10, false), 100, true);
+    const delta = frame(3, 4, 0, false);
+    const key = frame(3, 5, 100);
+    const next = frame(3, 6, 200, false);
+    expect(sub.deliver(delta, note)).toBe('stale'); // below what it got, and no keyframe to restart on
+    expect(sub.deliver(key, note)).toBe('forwarded');
+    expect(sub.deliver(next, note)).toBe('forwarded');
+    expect(sub.deliver(frame(3, 6, 200, false), note)).toBe('stale'); // a repeat stays a repeat
+    expect(inlineSeqs(sink)).toEqual([
+      { seq: 101, flags: FLAG_KEYFRAME | FLAG_RESYNC },
+      { seq: 102, flags: 0 },
+    ]);
+    // The hub's shared frames are untouched: other observers get them as they are.
+    expect(peekFrame(key.buf).seq).toBe(5);
+    expect(peekFrame(next.buf).seq).toBe(6);
+    expect(sub.positions().get('c3')).toBe(102);
+  });
+
+  it('a rebased channel on a hub that counts higher is not renumbered (no copy)', () => {
+    const sink = new RecordingSink();
+    const sub = new Subscriber(sink, 1024, 1 << 20);
+    sub.subscribe(channel(3, 10, false), 100, true);
+    const key = frame(3, 500, 0);
+    expect(sub.deliver(key, note)).toBe('forwarded');
+    expect(inlineSeqs(sink)).toEqual([{ seq: 500, flags: FLAG_KEYFRAME | FLAG_RESYNC }]);
+  });
 });
 
 /** A recording socket as the engine's connection interface. */

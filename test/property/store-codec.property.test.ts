@@ -8,7 +8,16 @@ import { Packr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
 import { ReplayJournal } from '../../src/session/journal.js';
 import { CorruptRecordError, type RelaySessionRecord } from '../../src/session/session-store.js';
-import { checkJournal, decodeEntry, decodeRecord, encodeEntry, encodeStatic } from '../../src/store/codec.js';
+import {
+  checkJournal,
+  decodeEntry,
+  decodeObserver,
+  decodeRecord,
+  encodeEntry,
+  encodeObserver,
+  encodeStatic,
+} from '../../src/store/codec.js';
+import type { ObserverRecord } from '../../src/session/session-store.js';
 import { hostileJson, params } from './arbitraries.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
@@ -73,6 +82,44 @@ describe('store codec on hostile bytes (issue 12)', () => {
         },
       ),
       params(300),
+    );
+  });
+
+  it("decodeObserver (an observer session's part) throws nothing but CorruptRecordError; what it accepts is well-formed", () => {
+    const shaped = fc
+      .tuple(fc.constant(1), hostileJson, hostileJson, hostileJson, hostileJson)
+      .map((t) => packr.pack(t));
+    fc.assert(
+      fc.property(fc.oneof(storedBytes, shaped), (bytes) => {
+        const o = onlyCorrupt(() => decodeObserver(bytes));
+        if (o === null) return;
+        for (const m of o.modalities) expect(typeof m).toBe('string');
+        for (const w of o.wants) expect(w.rate_hz === null || w.rate_hz > 0).toBe(true);
+        for (const [, seq] of o.positions) expect(Number.isSafeInteger(seq) && seq >= 0).toBe(true);
+      }),
+      params(300),
+    );
+  });
+
+  it('round trip: an observer record reads back unchanged', () => {
+    const name = fc.string({ maxLength: 12 });
+    const observer: fc.Arbitrary<ObserverRecord> = fc.record({
+      modalities: fc.array(name, { maxLength: 4 }),
+      max_obs_rate_hz: fc.option(fc.double({ min: 0.01, max: 1000, noNaN: true }), { nil: null }),
+      wants: fc.array(
+        fc.record({
+          channel: name,
+          rate_hz: fc.option(fc.double({ min: 0.01, max: 1000, noNaN: true }), { nil: null }),
+        }),
+        { maxLength: 4 },
+      ),
+      positions: fc.array(fc.tuple(name, fc.maxSafeNat()), { maxLength: 4 }),
+    });
+    fc.assert(
+      fc.property(observer, (o) => {
+        expect(decodeObserver(encodeObserver(o))).toEqual(o);
+      }),
+      params(200),
     );
   });
 

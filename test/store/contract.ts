@@ -185,6 +185,29 @@ export function sessionStoreContract(name: string, open: () => Promise<StoreFixt
       expect((await store.get(r.edge_token))?.record.suspended_at_ms).toBeNull();
     });
 
+    it("an observer session's record (no upstream token) round-trips, and setObserver replaces its part, fenced", async () => {
+      const observer = {
+        modalities: ['proprio/json'],
+        max_obs_rate_hz: null,
+        wants: [{ channel: 'state', rate_hz: 10 }],
+        positions: [] as [string, number][],
+      };
+      const r = record({ upstream_token: '', observer });
+      const fence = await store.create(r);
+      expect((await store.get(r.edge_token))?.record.observer).toEqual(observer);
+      const moved = { ...observer, positions: [['state', 9_007_199_254_740_991]] as [string, number][] };
+      await store.setObserver(r.edge_token, fence, moved);
+      expect((await store.get(r.edge_token))?.record.observer).toEqual(moved);
+      const claimed = await store.claim(r.edge_token);
+      await expect(store.setObserver(r.edge_token, fence, observer)).rejects.toBeInstanceOf(FencedError);
+      await store.setObserver(r.edge_token, claimed!, observer);
+      expect((await store.get(r.edge_token))?.record.observer).toEqual(observer);
+      // A relay session's record has no observer part.
+      const relay = record();
+      await store.create(relay);
+      expect((await store.get(relay.edge_token))?.record.observer).toBeUndefined();
+    });
+
     it('claim raises the fence each time and is null for an unknown session', async () => {
       const r = record();
       await store.create(r);

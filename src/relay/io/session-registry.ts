@@ -1,5 +1,12 @@
 import { RelaySession } from '../relay-session.js';
-import type { SessionStore } from '../../session/session-store.js';
+import type { SessionStore, StoredSession } from '../../session/session-store.js';
+
+/** An observer session the store holds, claimed for this replica (the route's hub serves it). */
+export interface ObserverClaim {
+  readonly kind: 'observer';
+  readonly stored: StoredSession;
+  readonly fence: number;
+}
 
 /** Something that must end with the session's control connection (its stream connections). */
 export interface SessionBound {
@@ -55,22 +62,19 @@ export class SessionRegistry {
    * The session a resume names, taken over for this replica: its fence is raised in the store so a
    * replica that still serves it stops writing (AWP-SES-010 across replicas).
    */
-  async claim(token: string): Promise<RelaySession | null> {
+  async claim(token: string): Promise<RelaySession | ObserverClaim | null> {
     // A session attached here is current in memory; a suspended one may since have been served by
     // another replica, so the store's copy is the one to resume from.
     const live = this.live.get(token);
-    const session = live?.attachment != null ? live : await this.loadStored(token);
-    if (session === null) return null;
+    const stored = live?.attachment != null ? null : await this.store.get(token);
+    if (live?.attachment == null && stored === null) return null;
     const fence = await this.store.claim(token);
     if (fence === null) return null;
+    if (stored?.record.observer !== undefined) return { kind: 'observer', stored, fence };
+    const session = stored === null ? live! : RelaySession.fromStored(stored);
     session.fence = fence;
     this.live.set(token, session);
     return session;
-  }
-
-  private async loadStored(token: string): Promise<RelaySession | null> {
-    const stored = await this.store.get(token);
-    return stored === null ? null : RelaySession.fromStored(stored);
   }
 
   /** The live session a stream connection's token names, if its control connection is up here. */

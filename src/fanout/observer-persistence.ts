@@ -1,0 +1,138 @@
+/**
+ * An observer session in a shared session store, so it resumes at any replica (issue 13): its record
+ * (subscriptions, channel positions), its journal of status_seq notifications and its suspension.
+ * Writes are issued in order, one at a time, behind the session (write-behind: a notification is sent
+ * before it is durable; a drain waits for `flushed()` before it closes the observer, so nothing is lost
+ * when a replica is taken out; a replica that dies loses at most the writes of its last moments).
+ * A fenced write means another replica resumed the session: this one lets go of it.
+ */
+import type { ReplayJournal } from '../session/journal.js';
+import {
+  FencedError,
+  type ObserverRecord,
+  type RelaySessionRecord,
+  type SessionStore,
+} from '../session/session-store.js';
+
+/** Well inside any reconnect window: the store's keys of an attached session expire unless renewed. */
+const LEASE_RENEW_MS = 2_000;
+
+export interface PersistenceEvents {
+  /** Another replica took the session over. */
+  fenced(): void;
+  /** A write failed (the store is unreachable); later writes carry what it did not. */
+  failed(op: string, err: unknown): void;
+}
+
+export class ObserverPersistence {
+  private chain: Promise<void> = Promise.resolve();
+  private journalQueued = false;
+  private acked = 0;
+  private renewedAt = -Infinity;
+  /** No more writes are issued (the session ended here). */
+  private closed = false;
+  /** Another replica took over: nothing more is written, not even what was issued. */
+  private fencedOut = false;
+
+  private constructor(
+    private readonly store: SessionStore,
+    private readonly token: string,
+    private fence: number,
+    private readonly events: PersistenceEvents,
+  ) {}
+
+  /** A new session: its record is created (fence 1) before any other write. */
+  static create(
+    store: SessionStore,
+    record: RelaySessionRecord,
+    events: PersistenceEvents,
+  ): ObserverPersistence {
+    const p = new ObserverPersistence(store, record.edge_token, 0, events);
+    p.enqueue('create', async () => {
+      p.fence = await store.create(record);
+    });
+    return p;
+  }
+
+  /** A session this replica claimed from the store (at `fence`). */
+  static claimed(
+    store: SessionStore,
+    token: string,
+    fence: number,
+    acked: number,
+    events: PersistenceEvents,
+  ): ObserverPersistence {
+    const p = new ObserverPersistence(store, token, fence, events);
+    p.acked = acked;
+    return p;
+  }
+
+  /** Writes the journal entries not yet durable (one write per burst of notifications). */
+  journal(journal: ReplayJournal): void {
+    if (this.journalQueued || this.closed) return;
+    this.journalQueued = true;
+    this.enqueue('append', async () => {
+      this.journalQueued = false;
+      const entries = journal.notDurable();
+      if (entries.length === 0) return;
+      await this.store.append(this.token, this.fence, entries);
+      journal.markDurable(entries.at(-1)!.status_seq);
+    });
+  }
+
+  /** Attached: renews the lease now and then, with the observer's acknowledgement. */
+  renew(nowMs: number, acknowledged: number): void {
+    if (nowMs - this.renewedAt < LEASE_RENEW_MS) return;
+    this.renewedAt = nowMs;
+    this.attached(acknowledged);
+  }
+
+  attached(acknowledged: number): void {
+    this.acknowledge(acknowledged);
+    this.enqueue('setSuspended', () => this.store.setSuspended(this.token, this.fence, null));
+  }
+
+  /** The observer's connection is gone: where its channels stood, and since when. */
+  suspended(atMs: number, acknowledged: number, observer: ObserverRecord): void {
+    this.acknowledge(acknowledged);
+    this.enqueue('setObserver', () => this.store.setObserver(this.token, this.fence, observer));
+    this.enqueue('setSuspended', () => this.store.setSuspended(this.token, this.fence, atMs));
+  }
+
+  /** The session ended here: its record goes (unless another replica claimed it since). */
+  ended(): void {
+    this.enqueue('delete', () => this.store.delete(this.token, this.fence));
+    this.closed = true;
+  }
+
+  /** Resolves once every write issued so far is done (or failed). */
+  flushed(): Promise<void> {
+    return this.chain;
+  }
+
+  private acknowledge(status_seq: number): void {
+    if (status_seq <= this.acked) return;
+    this.acked = status_seq;
+    this.enqueue('acknowledge', () => this.store.acknowledge(this.token, this.fence, status_seq));
+  }
+
+  private enqueue(op: string, write: () => Promise<void>): void {
+    if (this.closed || this.fencedOut) return;
+    this.chain = this.chain
+      .then(() => (this.fencedOut ? undefined : write()))
+      .catch((err: unknown) => {
+        if (!(err instanceof FencedError)) return this.events.failed(op, err);
+        if (this.fencedOut) return;
+        this.fencedOut = true;
+        this.events.fenced();
+      })
+      // Contained: what the handlers do must not become an unhandled rejection (it would end the process).
+      .catch((err: unknown) => {
+        try {
+          this.events.failed('handler', err);
+        } catch {
+          // nothing more to do: the write chain goes on
+        }
+      });
+  }
+}
