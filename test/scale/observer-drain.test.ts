@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
+import { ObserverClient } from '../fanout/observer-client.js';
 import { redisServerAvailable, startRedis } from '../support/redis.js';
 import { range, startArmWorldProcess, startReplica, until, useCleanups } from './rig.js';
 
@@ -139,6 +140,51 @@ describe.skipIf(!redisServerAvailable())('scale-out: observer sessions through a
       expect((await o.second!.ok('ping', { origin_ns: 7 })).origin_ns).toBe(7);
     }
   }, 120_000);
+
+  it('AWP-TRN-008 AWP-TRN-012 observers on ws stream connections move too: the stream at the other replica starts from a resync keyframe', async () => {
+    const redis = await startRedis();
+    cleanup(() => redis.dispose());
+    const world = await startArmWorldProcess(cleanup);
+    const routes = [{ name: 'arm', path: '/arm', upstream: world.url, observers: 'fanout' as const }];
+    const replica = () =>
+      startReplica(cleanup, { routes, redisUrl: redis.url, drainWindowMs: 500, agentTokens: CREDENTIALS });
+    const [a, b] = await Promise.all([replica(), replica()]);
+    const options = { kind: 'ws' as const, credential: CREDENTIALS[0]!, subscribe: [{ channel: 'state' }] };
+    const first = await Promise.all(range(1, 5).map(() => ObserverClient.open(a.url('/arm'), options)));
+    for (const o of first) cleanup(() => o.terminate());
+    const state = (o: ObserverClient) => o.channels.get(o.ids.get('state')!);
+    await until(
+      () => first.every((o) => (state(o)?.streamed.filter(Boolean).length ?? 0) > 0),
+      10_000,
+      'streamed frames at A',
+    );
+    a.kill('SIGTERM');
+    await Promise.all(first.map((o) => o.waitClosed(5000)));
+    for (const o of first) expect(o.closed?.code).toBe(1001);
+    const second = await Promise.all(
+      first.map((o) =>
+        ObserverClient.resume(
+          b.url('/arm'),
+          options,
+          o.ready!.session_token as string,
+          o.statusSeqs().at(-1) ?? 0,
+        ),
+      ),
+    );
+    for (const o of second) cleanup(() => o.terminate());
+    await until(
+      () => second.every((o) => (state(o)?.streamed.filter(Boolean).length ?? 0) > 0),
+      10_000,
+      'streamed frames at B',
+    );
+    second.forEach((o, i) => {
+      const log = state(o)!;
+      const at = log.streamed.indexOf(true);
+      expect(log.flags[at]! & FLAG_RESYNC).toBe(FLAG_RESYNC);
+      expect(log.seq[at]).toBeGreaterThan(state(first[i]!)!.lastSeq());
+      expect(log.orderViolations).toEqual([]);
+    });
+  }, 60_000);
 
   it('AWP-SES-010 a resume at another replica takes the session over: the first replica lets go of it', async () => {
     const redis = await startRedis();
