@@ -16,13 +16,14 @@ import type { UpstreamGrant } from './hub-channels.js';
 import { missingChannels, unionOfNeeds, type Need, type Subscription } from './hub-demand.js';
 import { HubUpstream, type HubUpstreamEffect } from './hub-upstream.js';
 import { KeyframeCache, type HubFrame } from './keyframe-cache.js';
+import { DegradedWatch } from './degraded-watch.js';
 import type { ObserverHost } from './observer-effects.js';
 import { persistOpened, restoredShell, type ClaimedObserver } from './observer-store.js';
 import type { SessionStore } from '../session/session-store.js';
 import { agentDeclarations } from './observer-messages.js';
 import { ObserverSession } from './observer-session.js';
 import { ObserverShell, type ObserverConnection, type ObserverHubSide } from './observer-shell.js';
-import type { StreamSink, SubscribedChannel } from './subscriber.js';
+import type { StreamSink } from './subscriber.js';
 import type { FrameNote } from '../transport/outbox.js';
 
 type HubFrameMetrics = Pick<FrameMetrics, 'count' | 'observeAge' | 'received' | 'written' | 'replaced'>;
@@ -68,7 +69,7 @@ export class ChannelHub {
   private readonly subscribing = new Map<number, { shell: ObserverShell; ref: number }>();
   private nextRef = 1;
   private readonly header = createFrameHeader();
-  private readonly degradedDue = new Map<ObserverShell, { at: number; channels: SubscribedChannel[] }>();
+  private readonly degraded = new DegradedWatch<ObserverShell>();
   private emptySince: number | null = null;
   private retired = false;
   private readonly names = new Map<number, string>();
@@ -214,7 +215,7 @@ export class ChannelHub {
 
   private ended(observer: ObserverShell): void {
     this.observers.delete(observer.token);
-    this.degradedDue.delete(observer);
+    this.degraded.clear(observer);
     this.reindex(true);
     if (this.observers.size === 0) this.emptySince = this.ctx.now();
   }
@@ -348,12 +349,7 @@ export class ChannelHub {
         // it reconnects; after stale_after_ms it hears channel_degraded (AWP-SAF-009, AWP-TRN-010).
         this.ctx.frames.count(channel, 'dropped_slow', frame.buf.length);
         sub.closeStream(1008, 'stream connection overflowed');
-        const lost = [...sub.subscribed()].filter((c) => !c.latest_wins);
-        if (lost.length > 0)
-          this.degradedDue.set(o, {
-            at: now + Math.max(...lost.map((c) => c.stale_after_ms)),
-            channels: lost,
-          });
+        this.degraded.lost(o, [...sub.subscribed()], now);
         break;
       }
       case 'overflow-control':
@@ -371,7 +367,7 @@ export class ChannelHub {
     const sub = o.sub;
     if (sub === null) return sink.close(1008, 'session has no live control connection');
     sub.attachStream(sink);
-    this.degradedDue.delete(o);
+    this.degraded.clear(o);
     for (const c of [...sub.subscribed()]) this.startChannel(o, c.channel_id);
   }
 
@@ -379,10 +375,7 @@ export class ChannelHub {
     const lost = o.sub?.streamLost(sink) ?? [];
     if (lost.length === 0 || o.sub === null) return;
     const channels = [...o.sub.subscribed()].filter((c) => lost.includes(c.channel_id));
-    this.degradedDue.set(o, {
-      at: this.ctx.now() + Math.max(...channels.map((c) => c.stale_after_ms)),
-      channels,
-    });
+    this.degraded.lost(o, channels, this.ctx.now());
   }
 
   // ------------------------------------------------------------------ time
@@ -391,18 +384,14 @@ export class ChannelHub {
     if (this.retired) return;
     this.run(this.upstream.tickTimers(now));
     for (const o of [...this.observers.values()]) o.tickTimers(now);
-    for (const [o, due] of this.degradedDue) {
-      if (now < due.at) continue;
-      this.degradedDue.delete(o);
-      if (o.sub !== null && !o.sub.hasStream) for (const c of due.channels) o.channelDegraded(c, now);
-    }
+    for (const [o, channels] of this.degraded.expired(now))
+      if (o.sub !== null && !o.sub.hasStream) for (const c of channels) o.channelDegraded(c, now);
     if (this.observers.size === 0 && this.emptySince !== null && now - this.emptySince >= this.ctx.lingerMs) {
       this.run(this.upstream.close(now));
       this.retire();
     }
   }
 
-  /** Shutdown: observers are dropped (their sessions end with this process). */
   /** Ends every session, or with a shared store suspends it there for a resume elsewhere. */
   async shutdown(): Promise<void> {
     const now = this.ctx.now();
