@@ -19,6 +19,7 @@ import {
   type JsonRpcId,
 } from '../protocol/jsonrpc.js';
 import { ReplayJournal } from '../session/journal.js';
+import type { ObserverRecord } from '../session/session-store.js';
 import type { ObserverEffect, ObserverHost, ObserverLink, ObserverState } from './observer-effects.js';
 import { ObserverGrants, type ChannelRequest } from './observer-grants.js';
 import { ObserverLiveness } from './observer-liveness.js';
@@ -81,14 +82,10 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
     }
   }
 
-  /** What a store keeps of the subscriptions (see ObserverRecord). */
-  requests(): ChannelRequest[] {
-    return this.grants.requests();
-  }
-
-  /** What the observer declared at initialize, as a store keeps it. */
-  get declarations(): { modalities: readonly string[]; max_obs_rate_hz: number | null } {
-    return { modalities: this.modalities, max_obs_rate_hz: this.maxObsRateHz ?? null };
+  /** What a store keeps of what the observer declared and subscribed (see ObserverRecord). */
+  stored(): Omit<ObserverRecord, 'positions'> {
+    const { modalities, maxObsRateHz } = this;
+    return { modalities, max_obs_rate_hz: maxObsRateHz ?? null, wants: this.grants.requests() };
   }
 
   get attached(): boolean {

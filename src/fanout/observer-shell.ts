@@ -77,8 +77,7 @@ export class ObserverShell {
   /** What the store keeps of this session between connections. */
   record(): ObserverRecord {
     return {
-      ...this.session.declarations,
-      wants: this.session.requests(),
+      ...this.session.stored(),
       positions: [...this.positions].filter(([, seq]) => seq >= 0),
     };
   }
