@@ -9,13 +9,11 @@
 import type { ReplayJournal } from '../session/journal.js';
 import {
   FencedError,
+  LEASE_RENEW_MS,
   type ObserverRecord,
   type RelaySessionRecord,
   type SessionStore,
 } from '../session/session-store.js';
-
-/** Well inside any reconnect window: the store's keys of an attached session expire unless renewed. */
-const LEASE_RENEW_MS = 2_000;
 
 export interface PersistenceEvents {
   /** Another replica took the session over. */

@@ -79,6 +79,12 @@ export class JournalGapError extends Error {
 }
 
 /**
+ * How often the replica serving an attached session renews its lease in a shared store (whose keys
+ * expire unless renewed): well inside any reconnect window, so a lease lapses only if the replica is gone.
+ */
+export const LEASE_RENEW_MS = 2_000;
+
+/**
  * Where relay sessions live between an agent's connections. Every write resolves once it is durable
  * in the store: the edge acknowledges upstream only what a resolved write holds.
  *

@@ -6,7 +6,8 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisServerAvailable, startRedis } from '../support/redis.js';
-import { LaggingAgent, startArmWorld, startReplica, until, useCleanups } from './rig.js';
+import { AwpClient, initializeParams } from '../support/awp-client.js';
+import { EDGE_AGENT_TOKEN, LaggingAgent, startArmWorld, startReplica, until, useCleanups } from './rig.js';
 
 const PREFIX = 'corrupt-test:';
 
@@ -29,6 +30,19 @@ const CORRUPTIONS: [string, (raw: Redis, rec: string, jnl: string) => Promise<un
     // msgpack [1000000, "x"]
     (raw, _rec, jnl) => raw.zadd(jnl, 1_000_000, Buffer.from('92ce000f4240a178', 'hex')),
   ],
+];
+
+/** The same for an observer session's part of the record (field `o`, issue 13). */
+const OBSERVER_CORRUPTIONS: [string, (raw: Redis, rec: string) => Promise<unknown>][] = [
+  ['an observer part that is not msgpack', (raw, rec) => raw.hset(rec, 'o', Buffer.from([0xc1]))],
+  // msgpack [1, [], null, [], [["state", -1]]]
+  [
+    'a channel position that is not a count',
+    (raw, rec) => raw.hset(rec, 'o', Buffer.from('950190c0909192a57374617465ff', 'hex')),
+  ],
+  // msgpack [1, [], 0, [], []]: a rate of 0
+  ['a rate that is not positive', (raw, rec) => raw.hset(rec, 'o', Buffer.from('950190009090', 'hex'))],
+  ['an observer record without its observer part', (raw, rec) => raw.hdel(rec, 'o')],
 ];
 
 describe.skipIf(!redisServerAvailable())('hostile store contents (issue 12)', () => {
@@ -88,5 +102,44 @@ describe.skipIf(!redisServerAvailable())('hostile store contents (issue 12)', ()
     expect(Number(line?.split(' ').at(-1))).toBe(CORRUPTIONS.length);
     expect(metrics).not.toMatch(/awp_edge_resumes_total\{[^}]*outcome="store_unavailable"[^}]*\} [1-9]/);
     expect(edge.running).toBe(true);
+  }, 90_000);
+
+  it("a corrupted observer session's record is refused at resume (AWP_SESSION_UNKNOWN); other observers keep their frames", async () => {
+    const redis = await startRedis();
+    cleanup(() => redis.dispose());
+    const raw = new Redis(redis.url);
+    cleanup(() => raw.disconnect());
+    const world = await startArmWorld(cleanup);
+    const routes = [{ name: 'arm', path: '/arm', upstream: world.url, observers: 'fanout' as const }];
+    // Opened at A, resumed at B: B has only the store's copy to go by.
+    const replica = () => startReplica(cleanup, { routes, redisUrl: redis.url, keyPrefix: PREFIX });
+    const [a, edge] = await Promise.all([replica(), replica()]);
+    const observe = async (at = edge): Promise<AwpClient> => {
+      const c = await AwpClient.connect(at.url('/arm'), { credential: EDGE_AGENT_TOKEN });
+      cleanup(() => c.close());
+      await c.ok('initialize', initializeParams(['proprio/json', 'text/event+json']));
+      return c;
+    };
+    const open = { mode: 'streaming', subscribe: [{ channel: 'state', rate_hz: 10 }] };
+    const bystander = await observe();
+    await bystander.ok('session.open', open);
+
+    for (const [label, corrupt] of OBSERVER_CORRUPTIONS) {
+      const first = await observe(a);
+      const ready = await first.ok('session.open', open);
+      const token = ready.session_token as string;
+      const rec = `${PREFIX}{${token}}:rec`;
+      await first.waitNotification('obs.frame', () => true, 5000);
+      first.drop();
+      await until(async () => ((await raw.hget(rec, 's')) ?? '') !== '', 5000, 'the suspension stored');
+      await corrupt(raw, rec);
+
+      const second = await observe();
+      const answer = await second.call('session.resume', { session_token: token, last_status_seq: 0 });
+      expect(answer.error, label).toMatchObject({ code: 2005, message: 'AWP_SESSION_UNKNOWN' });
+      const seen = bystander.received.length;
+      await bystander.waitNotification('obs.frame', () => true, 5000, seen);
+    }
+    expect(edge.running && a.running).toBe(true);
   }, 90_000);
 });

@@ -8,6 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
 import { ObserverClient } from '../fanout/observer-client.js';
+import type { EdgeProcess } from '../support/edge-process.js';
 import { redisServerAvailable, startRedis } from '../support/redis.js';
 import { range, startArmWorldProcess, startReplica, until, useCleanups } from './rig.js';
 
@@ -36,7 +37,8 @@ function frames(c: AwpClient): { seq: number; flags: number }[] {
 describe.skipIf(!redisServerAvailable())('scale-out: observer sessions through a drain (issue 13)', () => {
   const cleanup = useCleanups();
 
-  it('AWP-CTL-008 100 observers move to the other replica: no status_seq lost or repeated, every channel resyncs', async () => {
+  /** Redis, the demo arm world in its own process, and two replicas of its route (observers: fanout). */
+  async function twoReplicas(drainWindowMs?: number): Promise<[EdgeProcess, EdgeProcess]> {
     const redis = await startRedis();
     cleanup(() => redis.dispose());
     const world = await startArmWorldProcess(cleanup);
@@ -45,10 +47,14 @@ describe.skipIf(!redisServerAvailable())('scale-out: observer sessions through a
       startReplica(cleanup, {
         routes,
         redisUrl: redis.url,
-        drainWindowMs: WINDOW_MS,
         agentTokens: CREDENTIALS,
+        ...(drainWindowMs !== undefined && { drainWindowMs }),
       });
-    const [a, b] = await Promise.all([replica(), replica()]);
+    return Promise.all([replica(), replica()]);
+  }
+
+  it('AWP-CTL-008 100 observers move to the other replica: no status_seq lost or repeated, every channel resyncs', async () => {
+    const [a, b] = await twoReplicas(WINDOW_MS);
 
     const observers: Observer[] = [];
     for (let start = 0; start < OBSERVERS; start += SETUP_CONCURRENCY) {
@@ -142,13 +148,7 @@ describe.skipIf(!redisServerAvailable())('scale-out: observer sessions through a
   }, 120_000);
 
   it('AWP-TRN-008 AWP-TRN-012 observers on ws stream connections move too: the stream at the other replica starts from a resync keyframe', async () => {
-    const redis = await startRedis();
-    cleanup(() => redis.dispose());
-    const world = await startArmWorldProcess(cleanup);
-    const routes = [{ name: 'arm', path: '/arm', upstream: world.url, observers: 'fanout' as const }];
-    const replica = () =>
-      startReplica(cleanup, { routes, redisUrl: redis.url, drainWindowMs: 500, agentTokens: CREDENTIALS });
-    const [a, b] = await Promise.all([replica(), replica()]);
+    const [a, b] = await twoReplicas(500);
     const options = { kind: 'ws' as const, credential: CREDENTIALS[0]!, subscribe: [{ channel: 'state' }] };
     const first = await Promise.all(range(1, 5).map(() => ObserverClient.open(a.url('/arm'), options)));
     for (const o of first) cleanup(() => o.terminate());
@@ -187,12 +187,7 @@ describe.skipIf(!redisServerAvailable())('scale-out: observer sessions through a
   }, 60_000);
 
   it('AWP-SES-010 a resume at another replica takes the session over: the first replica lets go of it', async () => {
-    const redis = await startRedis();
-    cleanup(() => redis.dispose());
-    const world = await startArmWorldProcess(cleanup);
-    const routes = [{ name: 'arm', path: '/arm', upstream: world.url, observers: 'fanout' as const }];
-    const replica = () => startReplica(cleanup, { routes, redisUrl: redis.url, agentTokens: CREDENTIALS });
-    const [a, b] = await Promise.all([replica(), replica()]);
+    const [a, b] = await twoReplicas();
     const open = async (url: string): Promise<AwpClient> => {
       const c = await AwpClient.connect(url, { credential: CREDENTIALS[0]! });
       cleanup(() => c.close());

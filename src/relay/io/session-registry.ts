@@ -1,5 +1,5 @@
 import { RelaySession } from '../relay-session.js';
-import type { SessionStore, StoredSession } from '../../session/session-store.js';
+import { LEASE_RENEW_MS, type SessionStore, type StoredSession } from '../../session/session-store.js';
 
 /** An observer session the store holds, claimed for this replica (the route's hub serves it). */
 export interface ObserverClaim {
@@ -16,8 +16,6 @@ export interface SessionBound {
 /** Kept a little longer than the world keeps a suspended session, so the world answers late resumes. */
 const EXPIRY_MARGIN_MS = 2_000;
 const DEFAULT_WINDOW_MS = 30_000;
-/** Well inside any reconnect window: a store lease lapses only if the serving replica is gone. */
-const LEASE_RENEW_MS = 2_000;
 
 /**
  * The relay sessions this replica serves, in front of the session store: live sessions answer
