@@ -2,8 +2,9 @@
  * `awp-edge recordings verify FILE...` and `awp-edge recordings show FILE` (issue 14): the flight
  * recorder's files checked (src/recorder/verify.ts) and read back as a timeline (src/recorder/timeline.ts).
  */
-import { readFileSync } from 'node:fs';
-import { parseRecords } from '../recorder/read.js';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { isRecord, parseRecords } from '../recorder/read.js';
 import { describeHeader, timeline } from '../recorder/timeline.js';
 import { verifyLinks, verifyText, type NamedSummary } from '../recorder/verify.js';
 import { nearest, UsageError, type Parsed } from './args.js';
@@ -86,6 +87,31 @@ function show(file: string, frames: boolean, io: Output): number {
     io.err(`warning: ${file}:${verdict.line}: ${verdict.problem} (the timeline shows the file as it is)`);
   const records = parseRecords(text);
   io.out(`${file}: ${describeHeader(records)}`);
-  for (const line of timeline(records, { frames })) io.out(line);
+  for (const line of timeline(records, { frames, resolve: hubFiles(dirname(file)) })) io.out(line);
   return 0;
+}
+
+/**
+ * An observer's frames by reference, looked up in the hub log's files beside its file (every segment of
+ * the log the reference names, each read once). A name that is not a recording's file name is not used.
+ */
+function hubFiles(
+  dir: string,
+): (hubFile: string, n: number) => Readonly<Record<string, unknown>> | undefined {
+  const read = new Map<string, Map<number, Record<string, unknown>>>();
+  return (hubFile, n) => {
+    let frames = read.get(hubFile);
+    if (frames === undefined) {
+      read.set(hubFile, (frames = new Map<number, Record<string, unknown>>()));
+      const log = /^([A-Za-z0-9_.-]+\.)\d{4}\.jsonl$/.exec(hubFile)?.[1];
+      const segments =
+        log === undefined || !existsSync(dir) ? [] : readdirSync(dir).filter((f) => f.startsWith(log));
+      for (const segment of segments)
+        for (const r of parseRecords(readFileSync(join(dir, segment), 'utf8')))
+          if (r.kind === 'frames' && Array.isArray(r.body.frames))
+            for (const f of r.body.frames as unknown[])
+              if (isRecord(f) && typeof f.n === 'number') frames.set(f.n, f);
+    }
+    return frames.get(n);
+  };
 }

@@ -52,7 +52,7 @@ export const RECORD = {
       minimum: 1,
       maximum: 2 ** 50,
       description:
-        'payloads only: payload bytes kept per session at most; later frames are recorded by hash (the file says when).',
+        'payloads only: payload bytes kept per session (and per hub log, for observers) at most; later frames are recorded by hash (the file says when).',
     },
     rotate_bytes: int(
       4096,

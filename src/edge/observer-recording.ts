@@ -5,8 +5,8 @@
  * session.resume) came before, on the relay connection: they open the file. The hub's own upstream session
  * is not recorded here.
  *
- * A frame's record bodies are built once per hub frame, for every observer that records it (the hub's
- * buffers are shared): the payload is hashed once, not once per observer.
+ * A hub frame is recorded once, in the hub's log, the first time it is delivered to an observer the
+ * route records; each observer's file refers to it by its number there (recorder/frame-refs.ts).
  */
 import type { FrameTap, ObserverTap } from '../fanout/observer-tap.js';
 import type { HubFrame } from '../fanout/keyframe-cache.js';
@@ -28,45 +28,64 @@ export function observerRecording(
   return recorder?.records('observer') === true ? new ObserverRecording(recorder, ctx.now, conn) : undefined;
 }
 
-/** A hub frame's record bodies for one binding, built on first use, with the time it was first recorded. */
-class Bodies implements SharedFrame {
+/** A hub frame as its hub log records it: numbered, its payload hashed once. */
+class Numbered implements SharedFrame {
+  readonly channel_id: number;
   readonly payloadBytes: number;
-  private hashOnly: FrameBody | undefined;
-  private withPayload: FrameBody | undefined;
-  /** When the first observer recorded it (the fan-out of one frame is one pass). */
-  at = -1;
 
   constructor(
     private readonly frame: HubFrame,
-    readonly channel_id: number,
-    private readonly stream: boolean,
+    private readonly n: number,
   ) {
+    this.channel_id = frame.channel_id;
     this.payloadBytes = peekFrame(frame.buf, header).payload_len;
   }
 
   body(keep: boolean): FrameBody {
-    if (keep) return (this.withPayload ??= this.build(true));
-    return (this.hashOnly ??= this.build(false));
-  }
-
-  private build(keep: boolean): FrameBody {
     const h = peekFrame(this.frame.buf, header);
-    const binding = this.stream ? 'ws' : 'inline';
-    const known = this.hashOnly?.payloadSha256 ?? this.withPayload?.payloadSha256;
-    return binaryFrameBody('obs.frame', this.frame.buf, h, binding, keep, known);
+    return binaryFrameBody('obs.frame', this.frame.buf, h, undefined, keep, undefined, this.n);
   }
 }
 
 const header = createFrameHeader();
-/** Record bodies per hub frame and binding (inline, stream), built on first use. */
-const shared = new WeakMap<HubFrame, { inline?: Bodies; stream?: Bodies }>();
 
-function bodiesOf(frame: HubFrame, stream: boolean): Bodies {
-  let entry = shared.get(frame);
-  if (entry === undefined) shared.set(frame, (entry = {}));
-  return stream
-    ? (entry.stream ??= new Bodies(frame, frame.channel_id, true))
-    : (entry.inline ??= new Bodies(frame, frame.channel_id, false));
+/** A hub's log and the numbers it gave the frames it holds. */
+class HubFrames {
+  private next = 0;
+  private readonly numbers = new WeakMap<HubFrame, number>();
+
+  /** What observers' files name it by: its first file (frames are numbered across its segments). */
+  readonly file: string;
+
+  constructor(readonly log: SessionLog) {
+    this.file = log.firstFile;
+  }
+
+  /** The frame's number in the log, recorded there on its first delivery to a recorded observer. */
+  number(frame: HubFrame, nowMs: number, channelName: string | undefined): number {
+    let n = this.numbers.get(frame);
+    if (n === undefined) {
+      n = this.next++;
+      this.numbers.set(frame, n);
+      this.log.sharedFrame('world', new Numbered(frame, n), nowMs, channelName);
+    }
+    return n;
+  }
+}
+
+const hubs = new WeakMap<SessionLog, HubFrames>();
+
+/**
+ * The frame being fanned out: the hub hands it to every observer in turn, so its number and time are
+ * looked up once, not once per observer.
+ */
+let current: { frame: HubFrame; hub: HubFrames; n: number; at: number } | undefined;
+
+function hubFrames(recorder: RouteRecorder, hub: string): HubFrames {
+  const log = recorder.hubLog(hub);
+  let h = hubs.get(log);
+  if (h === undefined) hubs.set(log, (h = new HubFrames(log)));
+  return h;
 }
 
 /** `"reconnect_window_ms":30000` in the session.ready the edge sent: how long a detached log waits. */
@@ -75,6 +94,7 @@ const DEFAULT_WINDOW_MS = 60_000;
 
 class ObserverRecording implements ObserverTap {
   private log: SessionLog | undefined;
+  private hub = '';
   private session_id = '';
   private windowMs = DEFAULT_WINDOW_MS;
 
@@ -84,7 +104,7 @@ class ObserverRecording implements ObserverTap {
     private readonly conn: object,
   ) {}
 
-  attached(session_id: string): FrameTap | undefined {
+  attached(session_id: string, hub: string): FrameTap | undefined {
     const preamble = preambleOf(this.conn);
     const resumed = preamble.some((p) => p.direction === 'agent' && p.text.includes('"session.resume"'));
     const log = this.recorder.session(
@@ -95,6 +115,7 @@ class ObserverRecording implements ObserverTap {
     );
     for (const p of preamble) log.text(p.direction, p.text, p.at);
     this.log = log;
+    this.hub = hub;
     this.session_id = session_id;
     return (frame, onStream) => this.frame(frame, onStream);
   }
@@ -122,8 +143,12 @@ class ObserverRecording implements ObserverTap {
   private frame(frame: HubFrame, onStream: boolean): void {
     const log = this.log;
     if (log === undefined) return;
-    const b = bodiesOf(frame, onStream);
-    if (b.at < 0) b.at = this.now();
-    log.sharedFrame('edge_to_agent', b, b.at);
+    let c = current;
+    if (c?.frame !== frame) {
+      const at = this.now();
+      const hub = hubFrames(this.recorder, this.hub);
+      c = current = { frame, hub, n: hub.number(frame, at, log.channelName(frame.channel_id)), at };
+    }
+    log.frameRef('edge_to_agent', c.hub.file, onStream ? 'ws' : 'inline', c.n, c.at);
   }
 }

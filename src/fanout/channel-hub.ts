@@ -93,6 +93,7 @@ export class ChannelHub {
     this.host = this.upstream.observerHost((base) => ctx.endpoints(base));
     this.fanout = new FanoutScheduler((o, frame, note) => this.offer(o, frame, note, false), ctx);
     this.side = {
+      mode,
       highWaterBytes: ctx.highWaterBytes,
       maxQueuedBytes: ctx.maxQueuedBytes,
       frameObserver: ctx.frames,

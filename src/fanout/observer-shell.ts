@@ -25,6 +25,8 @@ export interface ObserverConnection extends ObserverLink {
 
 /** What the shell hands to the hub serving the session. */
 export interface ObserverHubSide {
+  /** The hub's time model: with the route, what names the hub (the flight recorder's hub log). */
+  readonly mode: 'streaming' | 'lockstep';
   readonly highWaterBytes: number;
   readonly maxQueuedBytes: number;
   /** Told of every frame written to, or replaced for, an observer on its control connection. */
@@ -204,7 +206,7 @@ export class ObserverShell {
         this.conn = e.conn;
         this.sub = sub;
         this.tap = e.conn.tap;
-        sub.frameTap = this.tap?.attached(this.session_id);
+        sub.frameTap = this.tap?.attached(this.session_id, hub.mode);
         return;
       }
       case 'send':

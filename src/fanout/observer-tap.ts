@@ -8,8 +8,11 @@ import type { HubFrame } from './keyframe-cache.js';
 export type FrameTap = (frame: HubFrame, onStream: boolean) => void;
 
 export interface ObserverTap {
-  /** The session is on this connection now; what to call for each frame delivered to it. */
-  attached(session_id: string): FrameTap | undefined;
+  /**
+   * The session is on this connection now, fed by `hub` (its hub's name: one per route and time model);
+   * what to call for each frame delivered to it.
+   */
+  attached(session_id: string, hub: string): FrameTap | undefined;
   /** A message from the observer, as it arrived. */
   fromAgent(text: string): void;
   /** A message the edge sent the observer (frames go to the FrameTap). */

@@ -9,7 +9,7 @@ import { sha256Hex } from './record.js';
 
 export interface FileNameParts {
   readonly route: string;
-  readonly kind: 'relay' | 'observer';
+  readonly kind: 'relay' | 'observer' | 'hub';
   readonly session_id: string;
   readonly startedWallMs: number;
 }

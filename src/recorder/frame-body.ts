@@ -3,7 +3,7 @@
  * `seq`, `ts_mono_ns`, `flags`, `tick`, `ts_sim_ns`, `ts_send_ns`), the `method` (`obs.frame` from the
  * world, `cmd.frame` from the agent) and `payload_sha256`, the SHA-256 of the payload bytes; in a replay
  * bundle also `payload_b64`. Frames from a stream connection add `binding`. This is awp-sim's body for an
- * inline frame.
+ * inline frame. A hub log's frames start with their number `n` in the log (frame-refs.ts).
  */
 import { FLAGS_SEMANTIC, type FrameHeader } from '../protocol/frame.js';
 import { sha256Hex } from './record.js';
@@ -30,18 +30,21 @@ export function binaryFrameBody(
   method: FrameMethod,
   buf: Uint8Array,
   h: FrameHeader,
-  binding: string,
+  binding: string | undefined,
   keepPayload: boolean,
   payloadSha256?: string,
+  n?: number,
 ): FrameBody {
   const payload = buf.subarray(h.payload_offset, h.payload_offset + h.payload_len);
-  let json = `{"channel_id":${h.channel_id},"seq":${h.seq},"ts_mono_ns":${h.ts_mono_ns},"flags":${h.flags & FLAGS_SEMANTIC}`;
+  let json = `{${n === undefined ? '' : `"n":${n},`}"channel_id":${h.channel_id},"seq":${h.seq},"ts_mono_ns":${h.ts_mono_ns},"flags":${h.flags & FLAGS_SEMANTIC}`;
   if (h.has_tick) json += `,"tick":${h.tick}`;
   if (h.has_ts_sim_ns) json += `,"ts_sim_ns":${h.ts_sim_ns}`;
   if (h.has_ts_send_ns) json += `,"ts_send_ns":${h.ts_send_ns}`;
   if (keepPayload) json += `,"payload_b64":"${Buffer.from(payload).toString('base64')}"`;
   const sha = payloadSha256 ?? sha256Hex(payload);
-  json += `,"method":"${method}","binding":${JSON.stringify(binding)},"payload_sha256":"${sha}"}`;
+  json += `,"method":"${method}"`;
+  if (binding !== undefined) json += `,"binding":${JSON.stringify(binding)}`;
+  json += `,"payload_sha256":"${sha}"}`;
   return {
     json,
     bytes: json.length, // ASCII: numbers, hex, base64 and the binding's name

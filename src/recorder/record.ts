@@ -26,9 +26,20 @@ export type Direction = (typeof DIRECTIONS)[number];
  * SHA-256 of its payload (with the payload in a replay bundle); `frames`: frames delivered to an observer
  * session, batched (`frames`: the bodies `frame` records would have); `edge`: a decision of the edge (a message
  * it did not relay, a session detached, a connection lost); `dropped`: how many records the write queue
- * could not take; `rotated`: this file ends, the session continues in the next; `end`: the recording ended.
+ * could not take; `rotated`: this file ends, the session continues in the next; `end`: the recording ended;
+ * `frame_refs`: frames delivered to an observer session, by reference to the hub log (frame-refs.ts).
  */
-export const KINDS = ['header', 'message', 'frame', 'frames', 'edge', 'dropped', 'rotated', 'end'] as const;
+export const KINDS = [
+  'header',
+  'message',
+  'frame',
+  'frames',
+  'frame_refs',
+  'edge',
+  'dropped',
+  'rotated',
+  'end',
+] as const;
 export type Kind = (typeof KINDS)[number];
 
 /** Lowercase hex SHA-256 (of a string's UTF-8 bytes). */

@@ -13,6 +13,7 @@
  */
 import type { FrameHeader } from '../protocol/frame.js';
 import { binaryFrameBody, inlineFrameBody, type FrameBody, type FrameMethod } from './frame-body.js';
+import { RefBatch } from './frame-refs.js';
 import { grantedChannels } from './grants.js';
 import { recordLine, sha256Hex, type Direction, type Kind, type RecordClass } from './record.js';
 import { manifestRedactPaths, redactMessage, type RedactionRules } from './redact.js';
@@ -40,7 +41,8 @@ export interface LineSink {
 
 export interface SessionLogOptions {
   readonly route: string;
-  readonly kind: 'relay' | 'observer';
+  /** `hub`: the frames a fan-out hub delivered to recorded observers, once each (see frame-refs.ts). */
+  readonly kind: 'relay' | 'observer' | 'hub';
   readonly session_id: string;
   /** Wall-clock and monotonic milliseconds at ts_mono_ns 0 (the recording's start). */
   readonly startedWallMs: number;
@@ -92,6 +94,8 @@ export class SessionLog {
   /** Shared frames waiting to be written as one `frames` record (see sharedFrame). */
   private batch:
     { direction: Direction; entries: string[]; bytes: number; firstMs: number; firstTs: number } | undefined;
+  /** Hub frames delivered, by reference, waiting to be written as one `frame_refs` record. */
+  private refs: RefBatch | undefined;
   /**
    * This session's batch period: BATCH_MS plus up to half of it by its id, so that the many observer
    * sessions fed by one hub frame do not all write their batch on the same frame.
@@ -122,6 +126,16 @@ export class SessionLog {
 
   get closed(): boolean {
     return this.ended;
+  }
+
+  /** The name of its first file (segment 0). */
+  get firstFile(): string {
+    return segmentFileName(this.o, 0);
+  }
+
+  /** A channel's name, as the grants this session saw name it. */
+  channelName(channel_id: number): string | undefined {
+    return this.channelNames.get(channel_id);
   }
 
   /** The file being written now. */
@@ -174,8 +188,10 @@ export class SessionLog {
    * up to BATCH_MS (at most BATCH_FRAMES of them), each as a `frame` record's body would be; any other
    * record, `tick` and the end write the batch first, so the file's order is the order of delivery.
    */
-  sharedFrame(direction: Direction, frame: SharedFrame, nowMs: number): void {
+  sharedFrame(direction: Direction, frame: SharedFrame, nowMs: number, channelName?: string): void {
     if (this.ended) return;
+    // A hub log sees no grants: the observer that delivered the frame first names its channel.
+    if (channelName !== undefined) this.channelNames.set(frame.channel_id, channelName);
     const keep = this.keepPayload(frame.channel_id, frame.payloadBytes, nowMs);
     const body = frame.body(keep);
     let b = this.batch;
@@ -190,12 +206,32 @@ export class SessionLog {
     if (b.entries.length >= BATCH_FRAMES || b.bytes >= BATCH_BYTES) this.flushBatch(nowMs);
   }
 
+  /**
+   * A hub frame delivered to this (observer) session, by its number `n` in the hub log's `hubFile`,
+   * batched into one `frame_refs` record per BATCH_MS like `sharedFrame`'s batches.
+   */
+  frameRef(direction: Direction, hubFile: string, binding: string, n: number, nowMs: number): void {
+    if (this.ended) return;
+    let r = this.refs;
+    if (r !== undefined && (!r.fits(direction, hubFile, binding) || nowMs - r.firstMs >= this.batchMs)) {
+      this.flushBatch(nowMs);
+      r = undefined;
+    }
+    (r ?? (this.refs = new RefBatch(direction, hubFile, binding, nowMs, this.ts(nowMs)))).add(n);
+  }
+
   /** Time passes: a batch of frames older than BATCH_MS is written. */
   tick(nowMs: number): void {
-    if (this.batch !== undefined && nowMs - this.batch.firstMs >= this.batchMs) this.flushBatch(nowMs);
+    const first = this.batch?.firstMs ?? this.refs?.firstMs;
+    if (first !== undefined && nowMs - first >= this.batchMs) this.flushBatch(nowMs);
   }
 
   private flushBatch(nowMs: number): void {
+    const r = this.refs;
+    if (r !== undefined) {
+      this.refs = undefined;
+      this.append(nowMs, r.direction, 'frame_refs', r.json());
+    }
     const b = this.batch;
     if (b === undefined) return;
     this.batch = undefined;
@@ -280,7 +316,8 @@ export class SessionLog {
     bodyJson: string,
     bodyBytes = Buffer.byteLength(bodyJson),
   ): boolean {
-    if (kind !== 'frames') this.flushBatch(nowMs); // frames delivered before this record come first
+    // Frames delivered before this record come first.
+    if (kind !== 'frames' && kind !== 'frame_refs') this.flushBatch(nowMs);
     const estimate = bodyBytes + 160;
     if (!this.sink.room(estimate + (this.drops.records > 0 ? DROPPED_RECORD_BYTES : 0))) {
       const ts = this.ts(nowMs);

@@ -3,6 +3,7 @@
  * milliseconds since the recording's start, who sent what to whom, and what it was. Runs of frames are
  * summed up in one line per run unless every frame is asked for.
  */
+import { refNumbers } from './frame-refs.js';
 import { grantedChannels } from './grants.js';
 import { isRecord, shown, type StoredRecord } from './read.js';
 
@@ -11,6 +12,8 @@ export interface TimelineOptions {
   readonly frames?: boolean;
   /** Longest params or result shown, in characters. */
   readonly width?: number;
+  /** A hub log's frame by its file and number (`frame_refs` records), if that file is at hand. */
+  readonly resolve?: (hubFile: string, n: number) => Readonly<Record<string, unknown>> | undefined;
 }
 
 const ARROWS: Readonly<Record<string, string>> = {
@@ -60,18 +63,21 @@ export function timeline(records: readonly StoredRecord[], o: TimelineOptions = 
       run.count.set(name, (run.count.get(name) ?? 0) + 1);
       continue;
     }
-    if (r.kind === 'frames' && Array.isArray(b.frames) && o.frames === true) {
-      for (const f of b.frames as unknown[])
-        if (isRecord(f)) line(r.ts_mono_ns, r.direction, frameLine(f, channels));
+    const batch = batchFrames(r, o.resolve);
+    if (batch !== undefined && o.frames === true) {
+      for (const f of batch)
+        if (typeof f === 'number') line(r.ts_mono_ns, r.direction, `frame #${f} of ${shown(b.hub_file)}`);
+        else if (isRecord(f)) line(r.ts_mono_ns, r.direction, frameLine(f, channels));
       continue;
     }
-    if (r.kind === 'frames' && Array.isArray(b.frames)) {
+    if (batch !== undefined) {
       if (run !== undefined && run.direction !== r.direction) flushRun();
       run ??= { first: r.ts_mono_ns, last: r.ts_mono_ns, count: new Map(), direction: r.direction };
       run.last = r.ts_mono_ns;
-      for (const f of b.frames as unknown[]) {
+      for (const f of batch) {
         const id = isRecord(f) && typeof f.channel_id === 'number' ? f.channel_id : -1;
-        const name = channels.get(id) ?? `channel ${id}`;
+        const name =
+          typeof f === 'number' ? 'frames (hub file not at hand)' : (channels.get(id) ?? `channel ${id}`);
         run.count.set(name, (run.count.get(name) ?? 0) + 1);
       }
       continue;
@@ -84,6 +90,20 @@ export function timeline(records: readonly StoredRecord[], o: TimelineOptions = 
   }
   flushRun();
   return out;
+}
+
+/**
+ * The frames of a `frames` record (their bodies), or of a `frame_refs` record (each body the hub file
+ * holds, or its number where the file is not at hand); undefined for any other record.
+ */
+function batchFrames(r: StoredRecord, resolve: TimelineOptions['resolve']): unknown[] | undefined {
+  const b = r.body;
+  if (r.kind === 'frames') return Array.isArray(b.frames) ? (b.frames as unknown[]) : undefined;
+  if (r.kind !== 'frame_refs') return undefined;
+  const numbers = refNumbers(b);
+  if (numbers === undefined || typeof b.hub_file !== 'string') return undefined;
+  const file = b.hub_file;
+  return numbers.map((n) => resolve?.(file, n) ?? n);
 }
 
 /** One frame: its method, channel, seq, tick, payload hash, and whether the payload was kept. */

@@ -8,12 +8,18 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createFrameHeader, peekFrame } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
+import { binaryFrameBody } from '../../src/recorder/frame-body.js';
 import { RecordingWriter } from '../../src/recorder/io/writer.js';
-import { SessionLog } from '../../src/recorder/session-log.js';
+import { SessionLog, type SessionLogOptions } from '../../src/recorder/session-log.js';
 
 const root = join(import.meta.dirname, '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'awp-cli-recordings-'));
 const files: string[] = [];
+/** An observer session's file and its hub log, in a directory of their own. */
+const observerDir = join(dir, 'observer');
+let observerFile = '';
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 interface Run {
@@ -104,8 +110,64 @@ beforeAll(async () => {
   );
   log.end('session closed', 11);
   await w.shutdown();
+
+  // An observer session fed by a hub: its frames are in the hub log, its file refers to them.
+  const ow = await RecordingWriter.open(
+    observerDir,
+    'arm.',
+    { queueBytes: 1 << 20, retainFiles: 100, retainBytes: 1 << 30 },
+    events,
+  );
+  const options = (kind: SessionLogOptions['kind'], session_id: string): SessionLogOptions => ({
+    route: 'arm',
+    kind,
+    session_id,
+    startedWallMs: Date.UTC(2026, 11, 2),
+    startedMs: 0,
+    frames: 'hashes',
+    rotateBytes: 1 << 20,
+    rotateMs: 3_600_000,
+    isCredential: () => false,
+    redactPaths: [],
+    maxJsonDepth: 64,
+    header: { edge_version: 'test' },
+  });
+  // The hub log rotates: its frames are in several files, all found by the first one's name.
+  const hub = new SessionLog({ ...options('hub', 'streaming'), rotateBytes: 900 }, ow);
+  const obs = new SessionLog(options('observer', 'edge-obs-1'), ow);
+  obs.sent('edge_to_agent', rpc({ id: 2, result: { granted: [{ channel: 'proprio', channel_id: 1 }] } }), 1);
+  const h = createFrameHeader();
+  for (let seq = 1; seq <= 5; seq++) {
+    const buf = encodeFrame({
+      channel_id: 1,
+      seq,
+      ts_mono_ns: seq,
+      flags: 1,
+      payload: new Uint8Array([seq]),
+      vendor: [],
+    });
+    const n = seq - 1;
+    hub.sharedFrame(
+      'world',
+      {
+        channel_id: 1,
+        payloadBytes: 1,
+        body: (keep) => binaryFrameBody('obs.frame', buf, peekFrame(buf, h), undefined, keep, undefined, n),
+      },
+      2000 * seq,
+    );
+    if (seq !== 3) obs.frameRef('edge_to_agent', hub.firstFile, 'ws', n, 2000 * seq + 1); // 3 was superseded
+  }
+  obs.end('session ended', 20_000);
+  hub.end('edge stopped', 20_001);
+  await ow.shutdown();
+  observerFile = join(
+    observerDir,
+    readdirSync(observerDir).find((f) => f.includes('.observer.'))!,
+  );
   files.push(
     ...readdirSync(dir)
+      .filter((f) => f.endsWith('.jsonl'))
       .sort()
       .map((f) => join(dir, f)),
   );
@@ -154,6 +216,23 @@ describe('awp-edge recordings', () => {
     expect(r.stdout).toMatch(/agent → edge\s+session\.open #1/);
     expect(r.stdout).toMatch(/world → edge\s+frames: proprio ×\d+/);
     expect(r.stdout).not.toContain('world-token-0123456789');
+  });
+
+  it("show: an observer's frames by reference, looked up in the hub log beside it", async () => {
+    const r = await awpEdge(['recordings', 'show', observerFile]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/edge → agent\s+frames: proprio ×4/);
+    const each = await awpEdge(['recordings', 'show', '--frames', observerFile]);
+    const seqs = [...each.stdout.matchAll(/obs\.frame proprio seq (\d+)/g)].map((m) => Number(m[1]));
+    expect(seqs).toEqual([1, 2, 4, 5]);
+    const all = await awpEdge([
+      'recordings',
+      'verify',
+      ...readdirSync(observerDir).map((f) => join(observerDir, f)),
+    ]);
+    expect(all.stderr).toBe('');
+    expect(all.stdout).toMatch(/hub session streaming\)/);
+    expect(all.stdout).toMatch(/hub session streaming, segment 2\)/);
   });
 
   it('answers mistakes in one line: rc 2 for the command line, rc 1 for a file it cannot read', async () => {

@@ -430,6 +430,7 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
 
   const host = up.observerHost((base) => [{ binding: 'ws', url: `${base}/stream` }, { binding: 'inline' }]);
   const side: ObserverHubSide = {
+    mode: 'streaming',
     highWaterBytes: 1 << 20,
     maxQueuedBytes: 1 << 22,
     frameObserver: { written: () => undefined, replaced: () => undefined },

@@ -10,6 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { createFrameHeader, peekFrame } from '../../src/protocol/frame.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import type { Direction } from '../../src/recorder/record.js';
+import { refNumbers } from '../../src/recorder/frame-refs.js';
+import { parseRecords } from '../../src/recorder/read.js';
 import { binaryFrameBody, type FrameBody } from '../../src/recorder/frame-body.js';
 import { SessionLog, type SharedFrame } from '../../src/recorder/session-log.js';
 import { verifyLinks, verifyText } from '../../src/recorder/verify.js';
@@ -53,6 +55,7 @@ type Op =
     }
   | { readonly op: 'shared'; readonly channel: number; readonly payload: Uint8Array }
   | { readonly op: 'event'; readonly cred: number }
+  | { readonly op: 'ref'; readonly n: number; readonly file: number; readonly stream: boolean }
   | { readonly op: 'full'; readonly on: boolean }
   | { readonly op: 'wait'; readonly ms: number };
 
@@ -97,6 +100,15 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('event' as const), cred: fc.nat(2) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('ref' as const),
+      n: fc.nat(40),
+      file: fc.nat(1),
+      stream: fc.boolean(),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('full' as const), on: fc.boolean() }) },
   {
     weight: 1,
@@ -224,6 +236,9 @@ function play(s: Session): { sink: MemorySink; log: SessionLog } {
         log.sharedFrame('edge_to_agent', frame, now);
         break;
       }
+      case 'ref':
+        log.frameRef('edge_to_agent', `hub-${op.file}.jsonl`, op.stream ? 'ws' : 'inline', op.n, now);
+        break;
       case 'event':
         log.event({ event: 'dropped', detail: `id ${s.creds[op.cred]!}`, also: s.creds[op.cred]! }, now);
         break;
@@ -265,6 +280,57 @@ describe('flight recorder core (properties)', () => {
         for (const secret of [...s.creds, s.pii]) expect(all).not.toContain(secret); // no pii unless redacted
       }),
       params(150),
+    );
+  });
+
+  it("an observer's frames by reference come back in delivery order, with their hub file and binding", () => {
+    const refArb = fc.array(
+      fc.record({
+        n: fc.nat(3000),
+        file: fc.nat(1),
+        stream: fc.boolean(),
+        waitMs: fc.constantFrom(0, 0, 0, 700),
+      }),
+      { maxLength: 2500 },
+    );
+    fc.assert(
+      fc.property(refArb, fc.boolean(), (refs, consecutive) => {
+        const sink = new MemorySink();
+        const log = new SessionLog(
+          {
+            route: 'arm',
+            kind: 'observer',
+            session_id: 'obs-1',
+            startedWallMs: Date.UTC(2026, 11, 2),
+            startedMs: 0,
+            frames: 'hashes',
+            rotateBytes: 1 << 20,
+            rotateMs: 3_600_000,
+            isCredential: () => false,
+            redactPaths: [],
+            maxJsonDepth: 64,
+            header: {},
+          },
+          sink,
+        );
+        let now = 0;
+        const fed = refs.map((r, i) => ({ ...r, n: consecutive ? i : r.n }));
+        for (const r of fed) {
+          now += r.waitMs;
+          log.frameRef('edge_to_agent', `hub-${r.file}.jsonl`, r.stream ? 'ws' : 'inline', r.n, now);
+        }
+        log.end('session ended', now + 1);
+        const [file] = sink.all();
+        const v = verifyText(file!.text);
+        expect(v.ok ? 'ok' : `${v.line}: ${v.problem}`).toBe('ok');
+        const back = parseRecords(file!.text)
+          .filter((r) => r.kind === 'frame_refs')
+          .flatMap((r) =>
+            refNumbers(r.body)!.map((n) => ({ n, file: r.body.hub_file, stream: r.body.binding === 'ws' })),
+          );
+        expect(back).toEqual(fed.map(({ n, file, stream }) => ({ n, file: `hub-${file}.jsonl`, stream })));
+      }),
+      params(60),
     );
   });
 

@@ -6,12 +6,14 @@
  * the records the queue cannot take are dropped, counted in awp_edge_recorder_records_dropped_total and
  * reported in the file, which still verifies.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
+import { refNumbers } from '../../src/recorder/frame-refs.js';
 import { parseRecords } from '../../src/recorder/read.js';
 import { verifyText } from '../../src/recorder/verify.js';
 import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
@@ -151,7 +153,6 @@ describe('flight recorder in the edge', () => {
     await observer.ok('initialize', initializeParams());
     const ready = await observer.ok('session.open', { mode: 'streaming', subscribe: [{ channel: 'state' }] });
     await observer.waitFor((m) => m.method === 'obs.frame', 5000, 'an inline frame');
-    const seen = observer.received.filter((m) => m.method === 'obs.frame').length;
     observer.drop();
     const again = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
     cleanups.push(() => again.drop());
@@ -162,16 +163,27 @@ describe('flight recorder in the edge', () => {
     });
     await again.waitFor((m) => m.method === 'obs.frame', 5000, 'an inline frame after the resume');
     await again.ok('session.close', {});
+    // Every frame an observer got, as it got it (channel, seq, payload): what its recording must name.
+    const delivered = [...observer.received, ...again.received]
+      .filter((m) => m.method === 'obs.frame')
+      .map((m) => {
+        const p = m.params as Json;
+        const payload = Buffer.from(p.payload_b64 as string, 'base64');
+        return `${String(p.channel_id)}/${String(p.seq)}/${createHash('sha256').update(payload).digest('hex')}`;
+      });
     again.drop();
     const hubTokens = [...world.world.sessions.values()].map((s) => s.token);
     await edge.close();
 
-    const files = readdirSync(dir);
-    expect(files).toHaveLength(1);
-    expect(files[0]).toMatch(/^arm\.observer\./);
-    const text = readFileSync(join(dir, files[0]!), 'utf8');
-    const v = verifyText(text);
-    expect(v.ok ? 'ok' : `${v.line}: ${v.problem}`).toBe('ok');
+    const files = readdirSync(dir).sort();
+    expect(files).toHaveLength(2);
+    expect(files[0]).toMatch(/^arm\.hub\.streaming\./);
+    expect(files[1]).toMatch(/^arm\.observer\./);
+    const [hubText, text] = files.map((f) => readFileSync(join(dir, f), 'utf8')) as [string, string];
+    for (const t of [hubText, text]) {
+      const v = verifyText(t);
+      expect(v.ok ? 'ok' : `${v.line}: ${v.problem}`).toBe('ok');
+    }
     const records = parseRecords(text);
     expect(records[0]!.body).toMatchObject({ session_kind: 'observer', session_id: ready.session_id });
     const methods = (d: string) =>
@@ -183,13 +195,20 @@ describe('flight recorder in the edge', () => {
       'session.resume',
       'session.close',
     ]);
-    // Frames delivered to an observer are recorded in batches: `frames` records of `frame` bodies.
-    const batches = records.filter((r) => r.kind === 'frames');
-    expect(batches.every((r) => r.direction === 'edge_to_agent')).toBe(true);
-    const frames = batches.flatMap((r) => r.body.frames as Json[]);
-    expect(frames.length).toBeGreaterThanOrEqual(seen);
-    expect(frames.every((f) => f.binding === 'inline' && f.method === 'obs.frame')).toBe(true);
-    expect(frames.every((f) => typeof f.payload_sha256 === 'string' && typeof f.seq === 'number')).toBe(true);
+    // The hub's frames are recorded once, numbered, in the hub log; the observer's file refers to them.
+    const hubFrames = new Map<number, Json>();
+    for (const r of parseRecords(hubText).filter((r) => r.kind === 'frames'))
+      for (const f of r.body.frames as Json[]) hubFrames.set(f.n as number, f);
+    const refs = records.filter((r) => r.kind === 'frame_refs');
+    expect(refs.every((r) => r.direction === 'edge_to_agent' && r.body.binding === 'inline')).toBe(true);
+    expect(refs.every((r) => r.body.hub_file === files[0])).toBe(true);
+    const recorded = refs
+      .flatMap((r) => refNumbers(r.body)!)
+      .map((n) => hubFrames.get(n)!)
+      .map((f) => `${String(f.channel_id)}/${String(f.seq)}/${String(f.payload_sha256)}`);
+    // What the edge had handed its socket when the observer dropped may be recorded and not received.
+    expect(recorded).toEqual(expect.arrayContaining(delivered));
+    expect(recorded.length).toBeLessThanOrEqual(delivered.length + 8);
     const events = records.filter((r) => r.kind === 'edge').map((r) => r.body.event);
     expect(events).toEqual(expect.arrayContaining(['session_detached', 'session_resumed']));
     expect(records.at(-1)).toMatchObject({ kind: 'end', body: { reason: 'session ended' } });
@@ -200,7 +219,7 @@ describe('flight recorder in the edge', () => {
       resumed.session_token as string,
       ...hubTokens,
     ])
-      expect(text, s).not.toContain(s);
+      for (const t of [hubText, text]) expect(t, s).not.toContain(s);
   });
 
   it('on a stalled disk never holds the relay back: records are dropped, counted, and said in the file', async () => {

@@ -41,6 +41,8 @@ const TICK_MS = 250;
 export class RouteRecorder {
   private readonly lingering = new Map<string, { log: SessionLog; timer: NodeJS.Timeout }>();
   private readonly live = new Set<SessionLog>();
+  /** The hub logs (frames delivered to recorded observers, once each), by hub. */
+  private readonly hubs = new Map<string, SessionLog>();
   /** Writes the observer sessions' batches of frames when frames stop arriving (SessionLog.tick). */
   private readonly ticker: NodeJS.Timeout | undefined;
 
@@ -88,6 +90,33 @@ export class RouteRecorder {
       held.log.event({ event: 'session_resumed' }, this.host.now());
       return held.log;
     }
+    return this.newLog(
+      kind,
+      session_id,
+      why === 'opened' ? 'session opened' : 'session resumed on this edge',
+      startedMs,
+    );
+  }
+
+  /**
+   * The log of the frames `hub` delivered to the observer sessions this route records, each once: their
+   * files refer to it (frame-refs.ts). Open while the edge runs.
+   */
+  hubLog(hub: string): SessionLog {
+    let log = this.hubs.get(hub);
+    if (log === undefined || log.closed) {
+      log = this.newLog('hub', hub, 'frames delivered to recorded observer sessions');
+      this.hubs.set(hub, log);
+    }
+    return log;
+  }
+
+  private newLog(
+    kind: SessionKind | 'hub',
+    session_id: string,
+    starts: string,
+    startedMs?: number,
+  ): SessionLog {
     const s = this.settings;
     const h = this.host;
     const now = h.now();
@@ -107,7 +136,7 @@ export class RouteRecorder {
       credentials: h.credentials,
       redactPaths: s.redactPaths,
       maxJsonDepth: h.maxJsonDepth,
-      header: { ...h.header, starts: why === 'opened' ? 'session opened' : 'session resumed on this edge' },
+      header: { ...h.header, starts },
     };
     const log = new SessionLog(options, this.writer);
     this.live.add(log);

@@ -41,6 +41,8 @@ function summary(r, channels) {
       for (const f of frames) count.set(name(f.channel_id), (count.get(name(f.channel_id)) ?? 0) + 1);
       return `frames: ${[...count].map(([c, n]) => `${c} ×${n}`).join(', ')}`;
     }
+    case 'frame_refs':
+      return `frames: ${shown(b.frames)} by reference to ${shown(b.hub_file)} (${shown(b.binding)})`;
     case 'dropped':
       return `${shown(b.records)} records dropped here: the write queue was full`;
     case 'rotated':
