@@ -2,8 +2,12 @@
  * One fan-out measurement: a frame source (the demo arm world, alone or behind an edge, or the raw uWS
  * broadcast), N observers on load generators, a warm-up, then a window in which the generators record
  * deliveries and latency while the server's, the world's and the generators' CPU and RSS are sampled.
+ * The `centrifugo` target serves the same channels from Centrifugo (centrifugo.ts), fed by a publisher
+ * process at the world's rates; `pinCore` restricts the serving process to one core.
  */
-import type { Child } from './child.js';
+import { startCentrifugo } from './centrifugo.js';
+import { pinToCore } from './service.js';
+import { Child } from './child.js';
 import { sleep, type BenchContext } from './context.js';
 import { Generators, type GeneratorLoad, type GroupSummary } from './generators.js';
 import { ProcSampler, type ProcSummary } from './procstat.js';
@@ -16,8 +20,11 @@ import {
   type WorldOptions,
 } from './setup.js';
 
-/** edge-*: the world behind the edge on that engine; world: observers on the world itself; raw-uws: uWS publish. */
-export type Target = 'edge-ws' | 'edge-uws' | 'world' | 'raw-uws';
+/**
+ * edge-*: the world behind the edge on that engine; world: observers on the world itself; raw-uws: uWS
+ * publish; centrifugo: Centrifugo subscribers of a publisher at the world's rates.
+ */
+export type Target = 'edge-ws' | 'edge-uws' | 'world' | 'raw-uws' | 'centrifugo';
 export type ChannelName = 'proprio' | 'camera';
 
 export interface Workload {
@@ -49,6 +56,10 @@ export interface CaseOptions {
   readonly subscribeTolerant?: boolean;
   /** edge-*: the route's flight recorder (`record:`, bench/scenarios/fanout-record.ts). */
   readonly record?: Record<string, unknown>;
+  /** The Centrifugo binary (the `centrifugo` target). */
+  readonly centrifugo?: string;
+  /** Restricts the serving process (all its threads) to this CPU (taskset; Centrifugo also GOMAXPROCS=1). */
+  readonly pinCore?: number;
 }
 
 export interface CaseProbe {
@@ -82,8 +93,12 @@ export interface CaseResult {
   readonly delivered_mib_s: number;
   /** The process serving the observers (edge, world, or raw broadcast). */
   readonly server: ProcSummary & { cpu_us_per_frame: number };
-  /** The world behind the edge (edge targets). */
+  /** The world behind the edge (edge targets); the publisher (centrifugo). */
   readonly world?: ProcSummary;
+  /** The centrifugo target's publisher: publications made, failed, skipped (server too slow) per channel. */
+  readonly publisher?: Record<string, unknown>;
+  /** The CPU the serving process was restricted to (`pinCore`), or why it could not be. */
+  readonly pinned?: number | string;
   /** The edge's event-loop delay over the window (edge targets); a string if the edge did not answer. */
   readonly edge_loop_delay_ms?: LoopDelay | string;
   readonly generators: readonly (GeneratorLoad & { rss_mib_max: number })[];
@@ -116,7 +131,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
   const n = o.observers;
   const w = o.workload;
   const fds = n * 2 + 256;
-  const started: Child[] = [];
+  const started: { stop(): Promise<void> }[] = [];
   let gens: Generators | undefined;
   try {
     let source: World;
@@ -124,7 +139,30 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
     let url: string;
     let worldPid: number | undefined;
     let edgeChild: Child | undefined;
-    if (o.target === 'raw-uws') {
+    let publisher: Child | undefined;
+    if (o.target === 'centrifugo') {
+      if (o.centrifugo === undefined)
+        throw new Error('the centrifugo target needs the binary (ensureCentrifugo)');
+      const cf = await startCentrifugo(o.centrifugo, o.pinCore ?? 0);
+      started.push(cf.service);
+      const channels = [];
+      // The publisher's 8-byte stamp plus the demo arm's proprio JSON; camera frames of the world's size.
+      if (w.channels.includes('proprio'))
+        channels.push({ name: 'proprio', rate_hz: w.proprioHz, payload_bytes: 8 + PROPRIO_PAYLOAD_BYTES });
+      if (w.channels.includes('camera'))
+        channels.push({ name: 'camera', rate_hz: w.cameraHz, payload_bytes: w.cameraWidth * w.cameraHeight });
+      publisher = await Child.start(
+        'bench/lib/centrifugo-pub-child.ts',
+        [JSON.stringify({ apiUrl: cf.apiUrl, channels })],
+        { node: ctx.runtime.node, build: ctx.runtime.build, name: 'centrifugo publisher' },
+      );
+      started.push(publisher);
+      // Stamps are absolute hrtime: origin 0.
+      source = { child: publisher, url: cf.wsUrl, origin: '0' };
+      serverPid = cf.service.pid;
+      worldPid = publisher.pid;
+      url = cf.wsUrl;
+    } else if (o.target === 'raw-uws') {
       const channels = [];
       if (w.channels.includes('proprio'))
         channels.push({ channel_id: 1, rate_hz: w.proprioHz, payload_bytes: PROPRIO_PAYLOAD_BYTES });
@@ -164,9 +202,16 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
         url = edge.url;
       }
     }
+    // Centrifugo pins itself at its start (taskset, GOMAXPROCS=1).
+    const pinned =
+      o.pinCore === undefined
+        ? undefined
+        : o.target === 'centrifugo'
+          ? o.pinCore
+          : (pinToCore(serverPid, o.pinCore) ?? o.pinCore);
     gens = await Generators.start(ctx.runtime, Math.max(1, Math.ceil(n / o.perGenerator)), fds);
     const opened = await gens.open(n, {
-      mode: o.target === 'raw-uws' ? 'raw' : 'awp',
+      mode: o.target === 'raw-uws' ? 'raw' : o.target === 'centrifugo' ? 'centrifugo' : 'awp',
       url,
       credential: BENCH_TOKEN,
       origin: source.origin,
@@ -197,6 +242,10 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
     const probe = await o.probe?.end();
     const m = await gens.end();
     const procs = sampler.end();
+    const published = await publisher
+      ?.request('stats', {}, 15_000)
+      .then(({ ok: _ok, id: _id, ...rest }) => rest)
+      .catch(() => null);
     // A saturated edge may not read its IPC channel for many seconds: that is itself the finding.
     const loop =
       edgeChild === undefined
@@ -240,6 +289,8 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
           }
         : {}),
       ...(worldPid !== undefined ? { world: procs.world! } : {}),
+      ...(published !== undefined ? { publisher: published ?? { error: 'no answer within 15 s' } } : {}),
+      ...(pinned !== undefined ? { pinned } : {}),
       generators: m.generators.map((g, i) => ({
         ...g,
         rss_mib_max: procs[`generator_${i + 1}`]?.rss_mib_max ?? NaN,

@@ -54,7 +54,7 @@ export interface GeneratorLoad {
 }
 
 export interface OpenRequest {
-  readonly mode: 'awp' | 'raw' | 'idle' | 'connect';
+  readonly mode: 'awp' | 'raw' | 'idle' | 'connect' | 'centrifugo';
   readonly url: string;
   readonly credential: string;
   readonly origin: string;

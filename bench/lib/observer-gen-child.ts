@@ -6,15 +6,21 @@
  *
  * Latency = (receipt hrtime - origin) - ts_send_ns, where origin is the sender's session-clock origin on
  * the shared monotonic clock (world-child.ts). Receipt is the read that completed the message.
+ * Centrifugo subscribers (the fan-out scenario's peer baseline, centrifugo-wire.ts) are counted the same
+ * way, one frame per publication, latency = receipt - the publisher's stamp.
  */
 import { performance } from 'node:perf_hooks';
 import { AwpSession } from './awp-session.js';
+import { CentrifugoSubscriber } from './centrifugo-wire.js';
 import { LogHistogram, type HistogramData } from './histogram.js';
 import { cpuShare, round, serve, type Message } from './ipc.js';
 import { frameFacts, RawWs, type FrameFacts, type RawWsHandlers } from './raw-ws.js';
 
-/** awp: observer session + ws stream; raw: frames only (the raw broadcast); idle: a session, no frames. */
-type Mode = 'awp' | 'raw' | 'idle' | 'connect';
+/**
+ * awp: observer session + ws stream; raw: frames only (the raw broadcast); idle: a session, no frames;
+ * centrifugo: a Centrifugo client (protobuf), channels subscribed later as the observers' are.
+ */
+type Mode = 'awp' | 'raw' | 'idle' | 'connect' | 'centrifugo';
 
 interface ChannelStats {
   frames: number;
@@ -25,6 +31,7 @@ interface ChannelStats {
 interface Observer {
   readonly session: AwpSession | null;
   readonly stream: RawWs | null;
+  readonly cf?: CentrifugoSubscriber;
   stalled: boolean;
   frames: number;
   closed: boolean;
@@ -33,6 +40,8 @@ interface Observer {
 const observers: Observer[] = [];
 const groups = { healthy: new Map<number, ChannelStats>(), stalled: new Map<number, ChannelStats>() };
 const names = new Map<number, string>();
+/** Channel name -> id (Centrifugo publications name their channel). */
+const ids = new Map<string, number>();
 let origin = 0n;
 let measuring = false;
 let windowStart = 0;
@@ -79,7 +88,18 @@ async function openOne(m: Message): Promise<void> {
   const credential = m.credential as string;
   const ref: { o?: Observer } = {};
   const get = () => ref.o!;
-  if (mode === 'raw' || mode === 'connect') {
+  if (mode === 'centrifugo') {
+    const cf = await CentrifugoSubscriber.connect(url, (channel, stamp, length, recvNs) => {
+      if (!measuring) return;
+      const obs = get();
+      const s = stats(obs.stalled, ids.get(channel) ?? 0);
+      s.frames++;
+      s.bytes += length;
+      obs.frames++;
+      if (stamp >= 0) s.latency.add(Number(recvNs) - stamp);
+    });
+    ref.o = { session: null, stream: cf.stream, cf, stalled: false, frames: 0, closed: false };
+  } else if (mode === 'raw' || mode === 'connect') {
     const stream = await RawWs.connect(
       url,
       { Authorization: `Bearer ${credential}` },
@@ -103,8 +123,10 @@ async function openOne(m: Message): Promise<void> {
 
 async function open(m: Message): Promise<Record<string, unknown>> {
   origin = BigInt(m.origin as string);
-  for (const [id, name] of Object.entries((m.channelNames ?? {}) as Record<string, string>))
+  for (const [id, name] of Object.entries((m.channelNames ?? {}) as Record<string, string>)) {
     names.set(Number(id), name);
+    ids.set(name, Number(id));
+  }
   const count = m.count as number;
   const batch = (m.batch as number | undefined) ?? 50;
   const t0 = performance.now();
@@ -143,7 +165,8 @@ function report(): Record<string, unknown> {
     const perObs = members.map((o) => o.frames / (wallMs / 1000)).sort((a, b) => a - b);
     return {
       observers: members.length,
-      closed: members.filter((o) => o.closed || o.session?.closedCode != null).length,
+      closed: members.filter((o) => o.closed || o.session?.closedCode != null || o.cf?.stream.closed === true)
+        .length,
       channels,
       per_observer_fps: {
         min: round(perObs[0] ?? 0),
@@ -174,12 +197,20 @@ async function subscribe(m: Message): Promise<Record<string, unknown>> {
   const channels = m.channels as { channel: string; rate_hz?: number }[];
   const batch = (m.batch as number | undefined) ?? 50;
   const t0 = performance.now();
-  const sessions = observers.map((o) => o.session).filter((s): s is AwpSession => s !== null);
+  const timeoutMs = m.timeoutMs as number | undefined;
+  const subscribers = observers.filter((o) => o.session !== null || o.cf !== undefined);
   let failed = 0;
-  for (let i = 0; i < sessions.length; i += batch) {
+  for (let i = 0; i < subscribers.length; i += batch) {
     const results = await Promise.allSettled(
-      sessions.slice(i, i + batch).map(async (s) => {
-        const r = await s.ok('obs.subscribe', { channels }, m.timeoutMs as number | undefined);
+      subscribers.slice(i, i + batch).map(async (o) => {
+        if (o.cf !== undefined) {
+          await o.cf.subscribe(
+            channels.map((c) => c.channel),
+            timeoutMs,
+          );
+          return;
+        }
+        const r = await o.session!.ok('obs.subscribe', { channels }, timeoutMs);
         for (const g of (r.granted ?? []) as { channel: string; channel_id: number }[])
           names.set(g.channel_id, g.channel);
       }),
@@ -189,7 +220,11 @@ async function subscribe(m: Message): Promise<Record<string, unknown>> {
     if (refused !== undefined && m.tolerant !== true) throw refused.reason;
     failed += results.filter((r) => r.status === 'rejected').length;
   }
-  return { subscribed: sessions.length - failed, failed, subscribe_ms: Math.round(performance.now() - t0) };
+  return {
+    subscribed: subscribers.length - failed,
+    failed,
+    subscribe_ms: Math.round(performance.now() - t0),
+  };
 }
 
 serve(

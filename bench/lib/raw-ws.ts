@@ -14,6 +14,8 @@ export const HEAD_BYTES = 64;
 export interface RawWsHandlers {
   /** A complete binary message: `head` holds its first min(length, HEAD_BYTES) bytes (reused: copy to keep). */
   binary?(head: Buffer, headLen: number, length: number, recvNs: bigint): void;
+  /** Every piece of a binary message's payload as it is read (before `binary` at the message's end). */
+  binaryChunk?(buf: Buffer, offset: number, length: number): void;
   text?(text: string): void;
   close?(code: number): void;
 }
@@ -120,6 +122,10 @@ export class RawWs {
 
   sendText(text: string): void {
     this.sendFrame(0x1, Buffer.from(text, 'utf8'));
+  }
+
+  sendBinary(payload: Buffer): void {
+    this.sendFrame(0x2, payload);
   }
 
   /** Stops reading at the TCP level (the peer's send buffers fill), or reads again. */
@@ -229,6 +235,7 @@ export class RawWs {
     }
     this.msgLen += n;
     if (this.msgOp === 0x2) {
+      this.handlers.binaryChunk?.(buf, off, n);
       if (this.headLen < HEAD_BYTES) {
         const k = Math.min(n, HEAD_BYTES - this.headLen);
         buf.copy(this.head, this.headLen, off, off + k);

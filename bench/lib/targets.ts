@@ -121,6 +121,31 @@ export function checkTargets(results: Record<string, unknown>): TargetCheck[] {
         (v) => v >= 0.5,
       ),
     );
+    const peer = fan.peer.centrifugo;
+    if (!peer.available) {
+      out.push(
+        check(
+          'fan-out CPU per delivered frame, edge / Centrifugo, one core each',
+          null,
+          '<= 0.6',
+          (v) => v <= 0.6,
+          `not measured: ${peer.reason}`,
+        ),
+      );
+    }
+    for (const c of peer.available ? peer.comparisons : []) {
+      for (const [edge, r] of Object.entries(c.edge_over_centrifugo)) {
+        out.push(
+          check(
+            `fan-out CPU per delivered frame, ${edge} / Centrifugo ${peer.version}, one core each, mixed, ${c.observers} subscribers`,
+            r,
+            '<= 0.6',
+            (v) => v <= 0.6,
+            `${c.cpu_us_per_frame[edge]} vs ${c.cpu_us_per_frame.centrifugo} us; delivered ${c.delivered_ratio[edge]} vs ${c.delivered_ratio.centrifugo}`,
+          ),
+        );
+      }
+    }
     for (const h of fan.half_load ?? []) {
       out.push(
         check(
@@ -144,6 +169,40 @@ export function checkTargets(results: Record<string, unknown>): TargetCheck[] {
           '< 100 us',
           (x) => x < 100,
           `pass-through floor: ${relay.added_us[Object.keys(relay.added_us).find((x) => x.startsWith('passthrough'))!]?.ping_p50 ?? '?'} us`,
+        ),
+      );
+    }
+  }
+  const vs = relay?.vs_nginx;
+  if (relay !== undefined && vs === undefined) {
+    out.push(
+      check(
+        'relay latency added, edge / nginx',
+        null,
+        '<= 1.5',
+        (v) => v <= 1.5,
+        `not measured: ${relay.nginx.available ? '?' : relay.nginx.reason}`,
+      ),
+    );
+  }
+  for (const [k, v] of Object.entries(vs ?? {})) {
+    if (!k.startsWith('edge-')) continue;
+    const ng = relay!.added_us.nginx!;
+    const prod =
+      k === 'edge-uws' && relay!.node.startsWith('v24.') ? '' : ' (the target is for edge-uws on Node 24)';
+    for (const [q, label] of [
+      ['ping_p50', 'ping p50'],
+      ['ping_p99', 'ping p99'],
+      ['submit_p50', 'action.submit p50'],
+      ['submit_p99', 'action.submit p99'],
+    ] as const) {
+      out.push(
+        check(
+          `relay ${label} added, ${k} / nginx (${relay!.node})`,
+          v[q],
+          '<= 1.5',
+          (x) => x <= 1.5,
+          `${relay!.added_us[k]![q]} vs ${ng[q]} us over direct${prod}`,
         ),
       );
     }

@@ -4,12 +4,17 @@
  * the world serving the N sessions itself (what users do without the edge), and the raw uWS broadcast
  * (the library's limit). --full adds 1,000 observers, a small-frames capacity case (proprio only,
  * 1,000 observers: per-frame cost) and the half-load cases (latency at half of each engine's maximum).
+ * The peer baseline: Centrifugo v6.9.1 (built from the Go module proxy when Go is present, else skipped
+ * with a note) and the edge, each restricted to the same one core, serving the same channels to the same
+ * number of subscribers (300; --full adds 1,000): CPU per delivered frame, edge / Centrifugo.
  */
+import { cpus } from 'node:os';
 import { diff, ratio, type BenchContext } from '../lib/context.js';
 import { runCase, type CaseResult, type Target, type Workload } from '../lib/fanout-case.js';
 import { UWS_HINT } from '../lib/runtime.js';
 import { checkWorldOrigin, type ClockCheck } from '../lib/clock.js';
 import { BENCH_TOKEN, startWorld } from '../lib/setup.js';
+import { CENTRIFUGO_VERSION, ensureCentrifugo } from '../lib/centrifugo.js';
 
 export const MIXED: Workload = {
   proprioHz: 100,
@@ -71,6 +76,30 @@ interface Comparison {
   readonly added_latency_us: Record<string, { p50: number | null; p99: number | null }>;
 }
 
+/** One N of the peer comparison: every target on the same one core, same workload. */
+interface PeerComparison {
+  readonly observers: number;
+  /** CPU (us) the serving process spent per frame delivered to a subscriber. */
+  readonly cpu_us_per_frame: Record<string, number>;
+  /** Delivered / offered per target (the same delivery: all near 1, none disconnected). */
+  readonly delivered_ratio: Record<string, number>;
+  readonly closed: Record<string, number>;
+  /** Edge CPU per delivered frame / Centrifugo's (the issue's target: <= 0.6). */
+  readonly edge_over_centrifugo: Record<string, number | null>;
+}
+
+export type PeerSummary =
+  | {
+      readonly available: true;
+      readonly version: string;
+      readonly binary_reports: string;
+      readonly core: number;
+      readonly setup: string;
+      readonly comparisons: PeerComparison[];
+      readonly cases: (CaseResult & { workload: string })[];
+    }
+  | { readonly available: false; readonly version: string; readonly reason: string };
+
 export interface FanoutSummary {
   readonly bench: 'fanout';
   readonly mode: 'quick' | 'full';
@@ -81,8 +110,22 @@ export interface FanoutSummary {
   readonly cases: (CaseResult & { workload: string })[];
   readonly comparisons: Comparison[];
   readonly half_load?: HalfLoad[];
+  /** Centrifugo as the peer baseline, one core each. */
+  readonly peer: { readonly centrifugo: PeerSummary };
   readonly method: string;
 }
+
+const PEER_SETUP =
+  'Centrifugo v6.9.1 from `go install github.com/centrifugal/centrifugo/v6@v6.9.1` (cached in .cache/), ' +
+  'GOMAXPROCS=1 and taskset to one core; the edge (all its threads) pinned to the same core with taskset -a. ' +
+  'Config: client.insecure (anonymous connect and subscribe), http_api.insecure, no history/presence/recovery, ' +
+  'client.queue_max_size 16 MiB (default 1 MiB would disconnect a subscriber behind by half a second), ' +
+  'log level error, 127.0.0.1 only. Subscribers: Centrifugo client protocol, protobuf format over WebSocket ' +
+  '(binary frames like AWP; ?format=protobuf&cf_ws_frame_ping_pong=true), on the same raw WebSocket client and ' +
+  'generator processes as the AWP observers, subscribing both channels after all connected. Publisher: its own ' +
+  'process, POST /api/publish with b64data (keep-alive HTTP) at the world rates: proprio 100 Hz (8-byte stamp ' +
+  '+ 33 bytes), camera 30 Hz (65,536 bytes). One delivered frame = one publication received by one subscriber ' +
+  '(Centrifugo may put several in one WebSocket message). CPU from /proc over the same window as the edge cases.';
 
 const METHOD =
   'Each case starts fresh processes: the source (demo arm world, or the raw uWS broadcast), the edge (for edge-* ' +
@@ -109,7 +152,17 @@ export async function runFanout(ctx: BenchContext): Promise<FanoutSummary> {
   );
   ctx.log(`fanout: world origin - reported origin in [${clock.origin_gap_us.join(', ')}] us`);
   const cases: (CaseResult & { workload: string })[] = [];
-  const run = async (target: Target, n: number, workload: Workload, name: string, record = true) => {
+  const cf = await ensureCentrifugo((line) => ctx.log(line));
+  if (!cf.ok) ctx.log(`fanout: Centrifugo baseline skipped: ${cf.reason}`);
+  const peerCore = cpus().length - 1;
+  const run = async (
+    target: Target,
+    n: number,
+    workload: Workload,
+    name: string,
+    record = true,
+    pinCore?: number,
+  ) => {
     ctx.log(`fanout: ${name} ${target} x ${n} observers (${window} s)`);
     const r = await runCase(ctx, {
       target,
@@ -118,6 +171,8 @@ export async function runFanout(ctx: BenchContext): Promise<FanoutSummary> {
       durationS: window,
       workload,
       perGenerator: 500,
+      ...(cf.ok ? { centrifugo: cf.binary } : {}),
+      ...(pinCore !== undefined ? { pinCore } : {}),
     });
     ctx.log(
       `  delivered ${r.healthy.delivered_fps} fps of ${r.offered_fps} (${r.delivered_ratio}), p50 ${r.healthy.latency.p50_us} us, ` +
@@ -159,6 +214,24 @@ export async function runFanout(ctx: BenchContext): Promise<FanoutSummary> {
       });
     }
   }
+  // The peer baseline: edges and Centrifugo on the same one core, Centrifugo between the edges.
+  let peer: PeerSummary = { available: false, version: CENTRIFUGO_VERSION, reason: cf.ok ? '' : cf.reason };
+  if (cf.ok) {
+    const edges = targets.filter((t) => t.startsWith('edge-'));
+    const order: Target[] = [edges[0]!, 'centrifugo', ...edges.slice(1)];
+    const peerCases: (CaseResult & { workload: string })[] = [];
+    for (const n of ctx.full ? [300, 1000] : [300])
+      for (const t of order) peerCases.push(await run(t, n, MIXED, 'peer-1core', false, peerCore));
+    peer = {
+      available: true,
+      version: cf.version,
+      binary_reports: cf.reports,
+      core: peerCore,
+      setup: PEER_SETUP,
+      comparisons: comparePeer(peerCases),
+      cases: peerCases,
+    };
+  }
   return {
     bench: 'fanout',
     mode: ctx.full ? 'full' : 'quick',
@@ -168,6 +241,7 @@ export async function runFanout(ctx: BenchContext): Promise<FanoutSummary> {
     cases,
     comparisons: compare(cases),
     ...(halfLoad.length > 0 ? { half_load: halfLoad } : {}),
+    peer: { centrifugo: peer },
     method: METHOD,
   };
 }
@@ -210,6 +284,26 @@ function compare(cases: readonly (CaseResult & { workload: string })[]): Compari
       fps,
       frames_per_cpu_s: perCpu,
       added_latency_us: added,
+    });
+  }
+  return out;
+}
+
+function comparePeer(cases: readonly (CaseResult & { workload: string })[]): PeerComparison[] {
+  const out: PeerComparison[] = [];
+  for (const n of [...new Set(cases.map((c) => c.observers))]) {
+    const group = cases.filter((c) => c.observers === n);
+    const per = (f: (c: CaseResult) => number) => Object.fromEntries(group.map((c) => [c.target, f(c)]));
+    const base = group.find((c) => c.target === 'centrifugo')?.server.cpu_us_per_frame;
+    const over: Record<string, number | null> = {};
+    for (const c of group.filter((x) => x.target.startsWith('edge-')))
+      over[c.target] = base === undefined ? null : ratio(c.server.cpu_us_per_frame, base);
+    out.push({
+      observers: n,
+      cpu_us_per_frame: per((c) => c.server.cpu_us_per_frame),
+      delivered_ratio: per((c) => c.delivered_ratio),
+      closed: per((c) => c.healthy.closed),
+      edge_over_centrifugo: over,
     });
   }
   return out;
