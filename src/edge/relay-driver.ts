@@ -15,7 +15,7 @@ import type { AgentBudget } from '../policy/budgets.js';
 import type { ServerConnection } from '../transport/engine.js';
 import type { EdgeContext } from './context.js';
 import { PacedWriter } from '../relay/io/paced-writer.js';
-import { recordRelayEffect } from './relay-telemetry.js';
+import { recordRelayEffect, type TelemetryEffect } from './relay-telemetry.js';
 import { relayRecording, type RelayRecording } from './relay-recording.js';
 import type { ObserverConnection, ObserverShell } from '../fanout/observer-shell.js';
 import type { RouteRuntime } from './route.js';
@@ -46,6 +46,8 @@ export class RelayDriver {
   private readonly frames: FrameMetrics;
   private readonly commandFrames: FrameMetrics;
   private readonly tap: RelayRecording | undefined; // the flight recorder's, if the route records relay
+  /** Telemetry effects of the batch being applied (see recordTelemetry). */
+  private telemetry: TelemetryEffect[] = [];
 
   constructor(
     private readonly ctx: EdgeContext,
@@ -140,6 +142,20 @@ export class RelayDriver {
       }
       this.apply(e);
     }
+    this.recordTelemetry();
+  }
+
+  /**
+   * Metrics and debug logs of the effects just applied. They wait until the batch's writes are done so
+   * that a response reaches its socket before the edge spends time on bookkeeping (prom-client's
+   * histogram observe costs about as much as parsing the message): the agent reads its answer while
+   * the edge records it.
+   */
+  private recordTelemetry(): void {
+    const later = this.telemetry;
+    if (later.length === 0) return;
+    this.telemetry = [];
+    for (const e of later) recordRelayEffect(this.ctx, this.route.name, e);
   }
 
   private apply(e: RelayEffect): void {
@@ -270,7 +286,8 @@ export class RelayDriver {
       case 'rejected':
       case 'resumed':
       case 'dropped':
-        return recordRelayEffect(ctx, this.route.name, e);
+        this.telemetry.push(e); // after the batch's writes (recordTelemetry)
+        return;
     }
   }
 

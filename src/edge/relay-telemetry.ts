@@ -2,16 +2,36 @@
 import { isAwpMethod } from '../protocol/methods.js';
 import type { RelayEffect } from '../relay/relay-effects.js';
 import type { EdgeContext } from './context.js';
+import type { EdgeMetrics } from '../telemetry/metrics.js';
 
-type TelemetryEffect = Extract<RelayEffect, { kind: 'rpc-done' | 'rejected' | 'resumed' | 'dropped' }>;
+type RttChild = ReturnType<EdgeMetrics['controlRtt']['labels']>;
+
+/**
+ * The control-RTT histogram's children, by metrics, route, method label and outcome: prom-client's
+ * `labels()` builds and validates a label object and two closures on every call, and this runs once
+ * per relayed response.
+ */
+const rttChildren = new WeakMap<EdgeMetrics, Map<string, Map<string, RttChild>>>();
+
+function rttChild(m: EdgeMetrics, route: string, method: string, outcome: 'ok' | 'error'): RttChild {
+  let byRoute = rttChildren.get(m);
+  if (byRoute === undefined) rttChildren.set(m, (byRoute = new Map<string, Map<string, RttChild>>()));
+  let byMethod = byRoute.get(route);
+  if (byMethod === undefined) byRoute.set(route, (byMethod = new Map<string, RttChild>()));
+  const label = isAwpMethod(method) ? method : 'other';
+  const k = outcome === 'ok' ? label : `${label}\u0000error`;
+  let child = byMethod.get(k);
+  if (child === undefined) byMethod.set(k, (child = m.controlRtt.labels(route, label, outcome)));
+  return child;
+}
+
+export type TelemetryEffect = Extract<RelayEffect, { kind: 'rpc-done' | 'rejected' | 'resumed' | 'dropped' }>;
 
 export function recordRelayEffect(ctx: EdgeContext, route: string, e: TelemetryEffect): void {
   const m = ctx.metrics;
   switch (e.kind) {
     case 'rpc-done':
-      m.controlRtt
-        .labels(route, isAwpMethod(e.method) ? e.method : 'other', e.outcome)
-        .observe((ctx.now() - e.sent_at) / 1000);
+      rttChild(m, route, e.method, e.outcome).observe((ctx.now() - e.sent_at) / 1000);
       if (e.method === 'session.resume' && e.outcome === 'error')
         m.resumes.labels(route, 'relay', 'refused_upstream').inc();
       return;

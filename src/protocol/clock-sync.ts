@@ -11,7 +11,9 @@ export interface ClockSample {
 }
 
 export class ClockEstimate {
+  /** The last WINDOW samples, a ring (`next` is the oldest once full): one is added per relayed pong. */
   private readonly samples: ClockSample[] = [];
+  private next = 0;
   private best: ClockSample | null = null;
 
   /** `t1`/`t4`: local ns when the ping left and the pong arrived; `receive`/`transmit` from the pong. */
@@ -19,9 +21,20 @@ export class ClockEstimate {
     const rtt_ns = t4 - t1 - (transmit_ns - receive_ns);
     if (!(rtt_ns >= 0)) return; // a clock that went backwards or a mismatched pong: not a sample
     const offset_ns = (receive_ns - t1 + (transmit_ns - t4)) / 2;
-    this.samples.push({ rtt_ns, offset_ns });
-    if (this.samples.length > WINDOW) this.samples.shift();
-    this.best = this.samples.reduce((a, b) => (b.rtt_ns < a.rtt_ns ? b : a));
+    const sample = { rtt_ns, offset_ns };
+    const s = this.samples;
+    if (s.length < WINDOW) s.push(sample);
+    else {
+      s[this.next] = sample;
+      this.next = (this.next + 1) % WINDOW;
+    }
+    // The smallest rtt, the oldest first among equals (as a scan from the oldest would keep it).
+    let best = s[this.next % s.length]!;
+    for (let k = 1; k < s.length; k++) {
+      const c = s[(this.next + k) % s.length]!;
+      if (c.rtt_ns < best.rtt_ns) best = c;
+    }
+    this.best = best;
   }
 
   /** The session clock now, or undefined before the first sample. */

@@ -100,6 +100,9 @@ export const DEFAULT_MAX_JSON_DEPTH = 64;
  * it runs before JSON.parse, so nothing (parse, stringify, schema walks) ever recurses into a hostile depth.
  */
 export function nestsDeeperThan(text: string, limit: number): boolean {
+  // A text cannot nest deeper than it has opening brackets: counting them with indexOf (native, and it
+  // skips the rest of the text) settles most control messages, which hold a few, without the scan below.
+  if (openersAtMost(text, limit)) return false;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {
@@ -114,6 +117,14 @@ export function nestsDeeperThan(text: string, limit: number): boolean {
     } else if (c === 0x5d || c === 0x7d) depth--;
   }
   return false;
+}
+
+/** Whether `text` holds at most `limit` of `[` and `{` in all (brackets inside strings count too). */
+function openersAtMost(text: string, limit: number): boolean {
+  let n = 0;
+  for (let i = text.indexOf('{'); i !== -1; i = text.indexOf('{', i + 1)) if (++n > limit) return false;
+  for (let i = text.indexOf('['); i !== -1; i = text.indexOf('[', i + 1)) if (++n > limit) return false;
+  return true;
 }
 
 /**

@@ -30,32 +30,43 @@ export interface Pending {
 const MAX_WORLD_REQUESTS = 1024;
 
 export class PendingRequests {
-  private readonly agent = new Map<string, Pending>();
+  /**
+   * The agent's requests by id, numbers and strings apart (7 and "7" are different ids), so a lookup
+   * builds no key string: this runs twice per relayed request.
+   */
+  private readonly byNumber = new Map<number, Pending>();
+  private readonly byString = new Map<string, Pending>();
   /** Ids of the world's requests the agent has not answered yet, oldest first. */
   private readonly world = new Set<string>();
 
   has(id: JsonRpcId): boolean {
-    return this.agent.has(key(id));
+    return typeof id === 'number' ? this.byNumber.has(id) : this.byString.has(id);
   }
 
   get(id: JsonRpcId): Pending | undefined {
-    return this.agent.get(key(id));
+    return typeof id === 'number' ? this.byNumber.get(id) : this.byString.get(id);
   }
 
   track(id: JsonRpcId, pending: Pending): void {
-    this.agent.set(key(id), pending);
+    if (typeof id === 'number') this.byNumber.set(id, pending);
+    else this.byString.set(id, pending);
   }
 
   /** The request a response answers, no longer pending. */
   take(id: JsonRpcId): Pending | undefined {
-    const k = key(id);
-    const p = this.agent.get(k);
-    this.agent.delete(k);
+    if (typeof id === 'number') {
+      const p = this.byNumber.get(id);
+      if (p !== undefined) this.byNumber.delete(id);
+      return p;
+    }
+    const p = this.byString.get(id);
+    if (p !== undefined) this.byString.delete(id);
     return p;
   }
 
   clear(): void {
-    this.agent.clear();
+    this.byNumber.clear();
+    this.byString.clear();
   }
 
   /** A request of the world's, on its way to the agent. */
@@ -68,7 +79,7 @@ export class PendingRequests {
 
   /** Whether the agent's response answers a request of the world's (which it then no longer awaits). */
   answersWorld(id: JsonRpcId): boolean {
-    return this.world.delete(key(id));
+    return this.world.size > 0 && this.world.delete(key(id));
   }
 }
 
