@@ -19,7 +19,6 @@ import {
 import { createServer, type AddressInfo } from 'node:net';
 import { loadUws, type UwsModule } from './uws-load.js';
 import { copyUpgrade, type CopiedUpgrade } from './uws-request.js';
-import { guardUwsHandshakes, nextTurn } from './uws-handshake.js';
 
 /** Per-connection state: the uWS user data of each socket, created when the edge accepts. */
 interface Conn {
@@ -57,10 +56,6 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
   const app = createApp(uws, opts);
   const live = new Set<Conn>();
   let closing = false;
-  const pending =
-    opts.handshake !== undefined
-      ? guardUwsHandshakes(app, opts.handshake, (reason) => opts.onHandshakeClosed?.(reason))
-      : undefined;
 
   app.ws<Conn>('/*', {
     compression: uws.DISABLED,
@@ -87,16 +82,13 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
         refuse(res, 500, 'internal error\n');
         return;
       }
-      // A refusal now is answered inside this handler, which uWS has corked (its own upgrade path).
-      if (!(decided instanceof Promise) && !decided.accept) return answer(res, decided, copied, context);
-      // An acceptance waits for a later turn even when decided now: an upgrade inside this handler (or
-      // in the microtasks that run right after it) would leave the handshake limits a stale handle.
+      // Synchronous: answered inside this handler, which uWS has corked (its own upgrade path).
+      if (!(decided instanceof Promise)) return answer(res, decided, copied, context);
       let aborted = false;
       let answered = false;
       res.onAborted(() => (aborted = true));
-      void Promise.resolve(decided)
-        .then(async (outcome) => {
-          if (outcome.accept) await nextTurn();
+      void decided
+        .then((outcome) => {
           if (aborted || closing) {
             if (outcome.accept) outcome.abandon?.();
             return;
@@ -232,7 +224,6 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       closing = true;
       if (timer) clearInterval(timer);
       uws.us_listen_socket_close(listenSocket);
-      pending?.clear(); // app.close() below closes them
       for (const c of [...live]) terminate(c);
       app.close(); // also the HTTP connections: upgrades still being decided are aborted
       // Let the close handlers of the terminated sockets run before resolving, as with `ws`.
