@@ -120,7 +120,11 @@ export class ReplayJournal {
    * store ignores what it already holds) closes any gap a failed write left.
    */
   notDurable(): JournalEntry[] {
-    return this.entries.filter((e) => e.status_seq > this.durable);
+    // Entries are in seq order and durability only grows, so the non-durable ones are a suffix: found
+    // from the end, this costs what is new rather than the whole journal (it runs once per status).
+    let i = this.entries.length;
+    while (i > 0 && this.entries[i - 1]!.status_seq > this.durable) i--;
+    return this.entries.slice(i);
   }
 
   /** Every entry held (for persistence and inspection). */

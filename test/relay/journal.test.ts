@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ReplayJournal } from '../../src/session/journal.js';
+import { type JournalEntry, ReplayJournal } from '../../src/session/journal.js';
 
 const note = (seq: number) => `{"jsonrpc":"2.0","method":"action.status","params":{"status_seq":${seq}}}`;
 
@@ -71,5 +72,55 @@ describe('ReplayJournal', () => {
     expect(j.highWaterMark).toBe(5);
     expect(j.safeAcknowledgement()).toBe(5);
     expect(j.replay(3, 5)).toEqual([note(4), note(5)]);
+  });
+
+  it('notDurable is what is above the durable mark, whatever the order of appends, writes and acks', () => {
+    const op = fc.oneof(
+      fc.record({
+        k: fc.constant('append' as const),
+        step: fc.integer({ min: 0, max: 3 }),
+        partial: fc.boolean(),
+      }),
+      fc.record({ k: fc.constant('durable' as const), back: fc.integer({ min: 0, max: 5 }) }),
+      fc.record({ k: fc.constant('ack' as const), back: fc.integer({ min: 0, max: 5 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
+        const j = new ReplayJournal();
+        let durable = 0;
+        for (const o of ops) {
+          if (o.k === 'append')
+            j.append(j.highWaterMark + o.step, o.partial ? null : note(j.highWaterMark + o.step));
+          else if (o.k === 'durable') {
+            const s = Math.max(0, j.highWaterMark - o.back);
+            j.markDurable(s);
+            durable = Math.max(durable, Math.min(s, j.highWaterMark));
+          } else {
+            const s = Math.max(0, j.highWaterMark - o.back);
+            if (j.acknowledge(s)) durable = Math.max(durable, s);
+          }
+          expect(j.notDurable()).toEqual(j.held().filter((e) => e.status_seq > durable));
+        }
+      }),
+    );
+  });
+
+  it('notDurable reads only the entries that are new, not the whole journal', () => {
+    // A status-bearing message asks for it every time; an agent that never acknowledges grows the journal.
+    const j = new ReplayJournal();
+    for (let s = 1; s <= 10_000; s++) j.append(s, note(s));
+    j.markDurable(10_000);
+    j.append(10_001, note(10_001));
+    j.append(10_002, null);
+    let reads = 0;
+    const internal = j as unknown as { entries: JournalEntry[] };
+    internal.entries = new Proxy(internal.entries, {
+      get(target, key, receiver) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) reads++;
+        return Reflect.get(target, key, receiver) as unknown;
+      },
+    });
+    expect(j.notDurable().map((e) => e.status_seq)).toEqual([10_001, 10_002]);
+    expect(reads).toBeLessThanOrEqual(6); // the two new entries, the durable one before them, and the copy
   });
 });
