@@ -19,6 +19,7 @@ import {
 import { createServer, type AddressInfo } from 'node:net';
 import { loadUws, type UwsModule } from './uws-load.js';
 import { copyUpgrade, type CopiedUpgrade } from './uws-request.js';
+import { guardUwsHandshakes, nextTurn, releaseOnly } from './uws-handshake.js';
 
 /** Per-connection state: the uWS user data of each socket, created when the edge accepts. */
 interface Conn {
@@ -56,6 +57,10 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
   const app = createApp(uws, opts);
   const live = new Set<Conn>();
   let closing = false;
+  const pending =
+    opts.handshake !== undefined
+      ? guardUwsHandshakes(app, opts.handshake, (reason) => opts.onHandshakeClosed?.(reason))
+      : undefined;
 
   app.ws<Conn>('/*', {
     compression: uws.DISABLED,
@@ -82,21 +87,33 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
         refuse(res, 500, 'internal error\n');
         return;
       }
-      // Synchronous: answered inside this handler, which uWS has corked (its own upgrade path).
-      if (!(decided instanceof Promise)) return answer(res, decided, copied, context);
+      // A decision made now is answered inside this handler, which uWS has corked (its own upgrade
+      // path): a refusal always; an acceptance when the handshake limits can release this connection
+      // first (an upgrade here skips the end-of-request call that releases it otherwise, and the
+      // limits would keep a handle to the upgraded socket, see uws-handshake.ts).
+      if (
+        !(decided instanceof Promise) &&
+        (!decided.accept || pending === undefined || releaseOnly(pending, res))
+      )
+        return answer(res, decided, copied, context);
+      // Otherwise the acceptance waits for a later turn (end-of-request has released the connection),
+      // and upgrades there uncorked: a corked upgrade outside the handler can close the new socket right
+      // after open in this release (uNetworking/uWebSockets#1928: cork() checks the upgraded socket's
+      // memory as HTTP state when realloc kept its address). uWS.js warns of an uncorked write.
       let aborted = false;
       let answered = false;
       res.onAborted(() => (aborted = true));
-      void decided
-        .then((outcome) => {
+      void Promise.resolve(decided)
+        .then(async (outcome) => {
+          if (outcome.accept) await nextTurn();
           if (aborted || closing) {
             if (outcome.accept) outcome.abandon?.();
             return;
           }
-          res.cork(() => {
-            answered = true;
+          answered = true;
+          if (outcome.accept && (copied.version === '13' || copied.version === '8'))
             answer(res, outcome, copied, context);
-          });
+          else res.cork(() => answer(res, outcome, copied, context));
         })
         .catch((err: unknown) => {
           // A failed decision is a 500, as with `ws`; after an answer the response is gone.
@@ -224,6 +241,7 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       closing = true;
       if (timer) clearInterval(timer);
       uws.us_listen_socket_close(listenSocket);
+      pending?.clear(); // app.close() below closes them
       for (const c of [...live]) terminate(c);
       app.close(); // also the HTTP connections: upgrades still being decided are aborted
       // Let the close handlers of the terminated sockets run before resolving, as with `ws`.

@@ -362,48 +362,8 @@ describe('Host header without public_url (webtransport configured)', () => {
   }, 30_000);
 });
 
-// uWebSockets.js exposes no socket the edge can close before it has parsed an HTTP request (its filter
-// hook reports opens and closes, but not which socket closed), so the agent listener's configurable
-// handshake limits apply on the `ws` engine; on uWebSockets.js its own fixed timeout holds (README,
-// Security model: "Before authentication").
-const UWS_HAS_NO_PRE_REQUEST_SOCKET = process.env.AWP_EDGE_ENGINE === 'uws';
-
-/** uWebSockets.js closes a connection that has not completed a request after about 30 s (measured: 32 s). */
-const UWS_REQUEST_TIMEOUT_BOUND_MS = 50_000;
-
-describe.runIf(UWS_HAS_NO_PRE_REQUEST_SOCKET)('before authentication (uWebSockets.js engine)', () => {
-  it(
-    'silent sockets and a slowloris drip are closed by uWebSockets.js within 50 s; an agent connects meanwhile',
-    async () => {
-      rig = await startRig();
-      const r = rig;
-      const port = r.edge.edge.port;
-      const silent = await Promise.all(Array.from({ length: 5 }, () => rawSocket(port)));
-      const drip = await rawSocket(port);
-      cleanups.push(() => [...silent, drip].forEach((s) => s.socket.destroy()));
-      drip.socket.write(`GET /w HTTP/1.1\r\nHost: ${hostOf(r)}\r\n`);
-      let n = 0;
-      const timer = setInterval(() => {
-        if (drip.closedAt === null) drip.socket.write(`X-Drip-${n++}: ${'a'.repeat(8)}\r\n`);
-      }, 1000);
-      cleanups.push(() => clearInterval(timer));
-      const legit = await agentOn(r.edge, '/w');
-      cleanups.push(() => legit.close());
-      await pingOk(legit);
-      await until(
-        () => [...silent, drip].every((s) => s.closedAt !== null),
-        UWS_REQUEST_TIMEOUT_BOUND_MS,
-        'uWebSockets.js to close the sockets that never completed a request',
-      );
-      // An upgraded connection is not subject to it.
-      await pingOk(legit);
-      await pingOk(r.bystander);
-    },
-    UWS_REQUEST_TIMEOUT_BOUND_MS + 20_000,
-  );
-});
-
-describe.skipIf(UWS_HAS_NO_PRE_REQUEST_SOCKET)('handshake limits before authentication (ws engine)', () => {
+// Both engines: `ws` through node:net's sockets, uWebSockets.js through its filter hook (uws-handshake.ts).
+describe('handshake limits before authentication', () => {
   function allClosed(socks: RawSocket[]): boolean {
     return socks.every((s) => s.closedAt !== null);
   }
@@ -432,6 +392,31 @@ describe.skipIf(UWS_HAS_NO_PRE_REQUEST_SOCKET)('handshake limits before authenti
     ).toBeGreaterThanOrEqual(20);
     await pingOk(r.bystander);
   }, 20_000);
+
+  it('only sockets that never sent a request time out: upgraded agents (staying or gone), refused upgrades and plain requests are not touched, and the edge keeps serving after the timeout', async () => {
+    rig = await startRig({ transport: { handshake_timeout_ms: 1500 } });
+    const r = rig;
+    const port = r.edge.edge.port;
+    const idle = await Promise.all(Array.from({ length: 3 }, () => rawSocket(port)));
+    cleanups.push(() => idle.forEach((s) => s.socket.destroy()));
+    const agents = await Promise.all(Array.from({ length: 6 }, () => agentOn(r.edge, '/w')));
+    cleanups.push(() => agents.forEach((a) => a.close()));
+    for (const a of agents.slice(3)) a.close(); // gone before the timeout
+    for (let i = 0; i < 4; i++) expect(await status(r, '/w', [], 'not-a-credential')).toBe(401);
+    for (let i = 0; i < 3; i++) {
+      const x = await rawRequest(port, ['GET /healthz HTTP/1.1', `Host: ${hostOf(r)}`]);
+      x.raw.socket.destroy();
+    }
+    await until(() => idle.every((s) => s.closedAt !== null), 8000, 'the idle sockets to be closed');
+    await sleep(1800); // past the timeout of every socket above
+    for (const a of agents.slice(0, 3)) await pingOk(a);
+    await pingOk(r.bystander);
+    const metrics = await scrape(r.edge);
+    expect(
+      metric(metrics, 'awp_edge_handshakes_closed_total', { listener: 'agent', reason: 'timeout' }),
+      series(metrics, 'awp_edge_handshakes_closed_total'),
+    ).toBe(3);
+  }, 30_000);
 
   it('a slowloris socket (a partial header, one more line every 100 ms) is closed at handshake_timeout_ms', async () => {
     rig = await startRig({ transport: { handshake_timeout_ms: 500 } });
