@@ -518,13 +518,13 @@ describe('observer fan-out (edge in front of the streaming demo arm)', () => {
       kind: 'ws',
       subscribe: [{ channel: 'camera', rate_hz: 10 }, { channel: 'proprio' }],
     });
-    const arrivals: number[] = [];
-    const t0 = performance.now();
+    const arrivals: number[] = []; // ms, on the observer's receipt clock
+    const t0 = o.now() / 1e6;
     let seen = 0;
-    while (performance.now() - t0 < 3300) {
+    while (o.now() / 1e6 - t0 < 3300) {
       const n = o.notifications('session.telemetry').length;
       if (n > seen) {
-        for (let i = seen; i < n; i++) arrivals.push(performance.now());
+        for (let i = seen; i < n; i++) arrivals.push(o.now() / 1e6);
         seen = n;
       }
       await sleep(5);
@@ -541,18 +541,29 @@ describe('observer fan-out (edge in front of the streaming demo arm)', () => {
       expect(check.ok, JSON.stringify(check)).toBe(true);
       expect(typeof t.window_ms).toBe('number');
     }
-    const full = telemetry.slice(1);
-    for (const t of full) {
+    // Frames of a channel this observer received between two telemetry arrivals (ms), from its log.
+    const receivedBetween = (name: string, from: number, to: number): number =>
+      o.channels.get(id(o, name))!.recv.filter((ns) => ns / 1e6 > from && ns / 1e6 <= to).length;
+    const full = telemetry.slice(1, arrivals.length);
+    full.forEach((t, i) => {
       const channels = t.channels as Record<string, { count: number; p50: number }>;
       expect(Object.keys(channels).sort()).toEqual([...granted].sort());
-      // Counts are what this observer was sent: camera at 10 Hz, proprio at 100 Hz, over ~1 s.
-      expect(channels[String(id(o, 'camera'))]!.count).toBeGreaterThanOrEqual(8);
+      // Counts are what this observer was sent in the window: camera paced to 10 Hz over ~1 s, and
+      // proprio as the frames that reached it meanwhile (the world's own rate drifts on a busy machine;
+      // frames arrive on the stream connection, telemetry on the control one, hence the tolerance).
       expect(channels[String(id(o, 'camera'))]!.count).toBeLessThanOrEqual(13);
-      expect(channels[String(id(o, 'proprio'))]!.count).toBeGreaterThan(50);
+      for (const name of ['camera', 'proprio']) {
+        const count = channels[String(id(o, name))]!.count;
+        const got = receivedBetween(name, arrivals[i]!, arrivals[i + 1]!);
+        expect(count, `${name}: telemetry ${count}, received ${got}`).toBeGreaterThan(0);
+        expect(Math.abs(count - got), `${name}: telemetry ${count}, received ${got}`).toBeLessThanOrEqual(
+          3 + 0.25 * got,
+        );
+      }
       // The overall figure is over every frame of the window, all channels together.
       const total = Object.values(channels).reduce((n, c) => n + c.count, 0);
       expect((t.observation_latency_ns as { count: number }).count).toBe(total);
-    }
+    });
   });
 
   it('AWP-CLK-007 pongs are stamped on the edge estimate of the upstream session clock', async () => {
