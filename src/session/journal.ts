@@ -24,11 +24,21 @@ export interface JournalEntry {
  */
 export const MAX_STATUS_SEQ_GAP = 4096;
 
+/**
+ * How many `status_seq` a world may skip over a whole session. A world that follows AWP-CTL-008 skips
+ * none (the edge sees all of its messages on one connection, and a resume replays what it missed), but
+ * a world jumping MAX_STATUS_SEQ_GAP on every message would otherwise grow the journal (and the store)
+ * by thousands of entries per few bytes it sends.
+ */
+export const MAX_SKIPPED_STATUS_SEQ = 4096;
+
 export class ReplayJournal {
   private readonly entries: JournalEntry[] = [];
   private hwm: number;
   private agentAck: number;
   private durable: number;
+  /** Seqs skipped (held as placeholders) since this journal was made: see MAX_SKIPPED_STATUS_SEQ. */
+  private skipped = 0;
 
   /** `acked` is the agent's acknowledgement so far; `entries` what the store holds above it. */
   constructor(acked = 0, entries: readonly JournalEntry[] = []) {
@@ -39,9 +49,13 @@ export class ReplayJournal {
     this.durable = this.hwm;
   }
 
-  /** Whether `status_seq` is further ahead than the journal will fill (see MAX_STATUS_SEQ_GAP). */
+  /**
+   * Whether `status_seq` is further ahead than the journal will fill: by more than MAX_STATUS_SEQ_GAP,
+   * or past what the session may still skip (MAX_SKIPPED_STATUS_SEQ).
+   */
   tooFarAhead(status_seq: number): boolean {
-    return status_seq - this.hwm > MAX_STATUS_SEQ_GAP;
+    const gap = status_seq - this.hwm;
+    return gap > MAX_STATUS_SEQ_GAP || this.skipped + gap - 1 > MAX_SKIPPED_STATUS_SEQ;
   }
 
   /** Highest `status_seq` the edge has seen. */
@@ -64,8 +78,14 @@ export class ReplayJournal {
    */
   append(status_seq: number, text: string | null): JournalEntry[] | null {
     if (status_seq <= this.hwm) return null;
-    if (status_seq - this.hwm > MAX_STATUS_SEQ_GAP)
-      throw new RangeError(`status_seq ${status_seq} is more than ${MAX_STATUS_SEQ_GAP} past ${this.hwm}`);
+    if (this.tooFarAhead(status_seq))
+      throw new RangeError(`status_seq ${status_seq} is too far past ${this.hwm} (${this.skipped} skipped)`);
+    this.skipped += status_seq - this.hwm - 1;
+    return this.fill(status_seq, text);
+  }
+
+  /** Appends `status_seq` (above the high-water mark), with a placeholder for each seq skipped. */
+  private fill(status_seq: number, text: string | null): JournalEntry[] {
     const added: JournalEntry[] = [];
     for (let s = this.hwm + 1; s < status_seq; s++) added.push({ status_seq: s, text: null });
     added.push({ status_seq, text });

@@ -3,7 +3,7 @@
  * so field names are not repeated in every record and journal entry).
  */
 import { Packr } from 'msgpackr';
-import { MAX_STATUS_SEQ_GAP, type JournalEntry } from '../session/journal.js';
+import { MAX_SKIPPED_STATUS_SEQ, MAX_STATUS_SEQ_GAP, type JournalEntry } from '../session/journal.js';
 import {
   CorruptRecordError,
   type ObserverRecord,
@@ -151,14 +151,16 @@ export function decodeEntry(encoded: Buffer): JournalEntry {
 }
 
 /**
- * The journal as the store returned it, above the agent's acknowledgement: strictly increasing and
- * without a gap wider than the journal fills (what ReplayJournal would refuse).
+ * The journal as the store returned it, above the agent's acknowledgement: strictly increasing, and
+ * skipping no more than the journal fills (what ReplayJournal would refuse).
  */
 export function checkJournal(agent_ack: number, entries: readonly JournalEntry[]): readonly JournalEntry[] {
   let last = agent_ack;
+  let skipped = 0;
   for (const e of entries) {
     if (e.status_seq <= last) continue; // acknowledged, or repeated: the journal skips it
-    if (e.status_seq - last > MAX_STATUS_SEQ_GAP)
+    skipped += e.status_seq - last - 1;
+    if (e.status_seq - last > MAX_STATUS_SEQ_GAP || skipped > MAX_SKIPPED_STATUS_SEQ)
       throw new CorruptRecordError(`journal jumps from status_seq ${last} to ${e.status_seq}`);
     last = e.status_seq;
   }

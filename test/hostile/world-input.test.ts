@@ -6,6 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
+import { MAX_STATUS_SEQ_GAP } from '../../src/session/journal.js';
 import { AwpClient, type Json } from '../support/awp-client.js';
 import {
   deepArray,
@@ -97,6 +98,22 @@ describe('hostile world', () => {
     const seqs = agent.statusSeqs();
     expect(seqs).toEqual([3, 4, 5, 6]);
     await pingOk(agent);
+    await pingOk(r.bystander);
+  }, 20_000);
+
+  it('a world skipping status_seq past what a session may skip ends that session (agent 1014, world 1002); the edge goes on', async () => {
+    rig = await startRig();
+    const r = rig;
+    const { agent } = await sessionOn(r.edge, '/w');
+    cleanups.push(() => agent.close());
+    const upstream = r.world.current()!;
+    // Each jump is within MAX_STATUS_SEQ_GAP; together they skip more than MAX_SKIPPED_STATUS_SEQ.
+    const jumps = [1, 1 + MAX_STATUS_SEQ_GAP, 1 + 2 * MAX_STATUS_SEQ_GAP];
+    for (const seq of jumps) r.world.send(statusNote(seq));
+    expect((await agent.waitClosed(10_000)).code).toBe(1014);
+    await until(() => upstream.closed, 5000, 'the upstream connection to be closed');
+    expect(upstream.closeCode).toBe(1002);
+    expect(agent.statusSeqs()).toEqual(jumps.slice(0, 2));
     await pingOk(r.bystander);
   }, 20_000);
 

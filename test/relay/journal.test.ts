@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type JournalEntry, ReplayJournal } from '../../src/session/journal.js';
+import {
+  type JournalEntry,
+  MAX_SKIPPED_STATUS_SEQ,
+  MAX_STATUS_SEQ_GAP,
+  ReplayJournal,
+} from '../../src/session/journal.js';
+import { CorruptRecordError } from '../../src/session/session-store.js';
+import { checkJournal } from '../../src/store/codec.js';
 
 const note = (seq: number) => `{"jsonrpc":"2.0","method":"action.status","params":{"status_seq":${seq}}}`;
 
@@ -62,6 +69,37 @@ describe('ReplayJournal', () => {
     ]);
     j.markDurable(4);
     expect(j.safeAcknowledgement()).toBe(1);
+  });
+
+  it('holds at most MAX_SKIPPED_STATUS_SEQ skipped seqs over a session, however the world spreads its jumps', () => {
+    // A world jumping MAX_STATUS_SEQ_GAP per message would grow the journal by thousands of entries each.
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: MAX_STATUS_SEQ_GAP }), { maxLength: 40 }), (steps) => {
+        const j = new ReplayJournal();
+        let seq = 0;
+        for (const step of steps) {
+          if (j.tooFarAhead(seq + step)) {
+            expect(() => j.append(seq + step, null)).toThrow(RangeError);
+            break;
+          }
+          j.append((seq += step), null);
+        }
+        // Every entry is an appended seq or a skipped one.
+        expect(j.size).toBeLessThanOrEqual(MAX_SKIPPED_STATUS_SEQ + steps.length);
+      }),
+    );
+    const j = new ReplayJournal();
+    j.append(MAX_SKIPPED_STATUS_SEQ, null); // skips MAX_SKIPPED_STATUS_SEQ - 1
+    j.append(MAX_SKIPPED_STATUS_SEQ + 2, null); // and one more: the budget is spent
+    expect(j.size).toBe(MAX_SKIPPED_STATUS_SEQ + 2);
+    expect(j.tooFarAhead(MAX_SKIPPED_STATUS_SEQ + 3)).toBe(false); // +1 skips nothing
+    expect(j.tooFarAhead(MAX_SKIPPED_STATUS_SEQ + 4)).toBe(true);
+  });
+
+  it('refuses a stored journal that skips more than the journal fills', () => {
+    const spread = [1, 2, 3].map((k) => ({ status_seq: k * MAX_STATUS_SEQ_GAP, text: null }));
+    expect(() => checkJournal(0, spread)).toThrow(CorruptRecordError);
+    expect(checkJournal(0, spread.slice(0, 1))).toHaveLength(1);
   });
 
   it('restores from a stored acknowledgement and entries', () => {
