@@ -39,6 +39,8 @@ export class ReplayJournal {
   private durable: number;
   /** Seqs skipped (held as placeholders) since this journal was made: see MAX_SKIPPED_STATUS_SEQ. */
   private skipped = 0;
+  /** What safeAcknowledgement last found. */
+  private safe = 0;
 
   /** `acked` is the agent's acknowledgement so far; `entries` what the store holds above it. */
   constructor(acked = 0, entries: readonly JournalEntry[] = []) {
@@ -116,12 +118,17 @@ export class ReplayJournal {
    * unacknowledged entry up to it is complete (it can replay all of them itself).
    */
   safeAcknowledgement(): number {
-    let safe = this.agentAck;
-    for (const e of this.entries) {
+    // It only grows (entries never change, durability and acknowledgement only grow), and the entries
+    // are contiguous seqs, so each call reads on from where the last stopped: an agent's ping costs what
+    // is new, not the whole journal of an agent that never acknowledges.
+    if (this.safe < this.agentAck) this.safe = this.agentAck;
+    const first = this.entries[0]?.status_seq ?? this.safe + 1;
+    for (let i = Math.max(0, this.safe + 1 - first); i < this.entries.length; i++) {
+      const e = this.entries[i]!;
       if (e.status_seq > this.durable || e.text === null) break;
-      safe = e.status_seq;
+      this.safe = e.status_seq;
     }
-    return safe;
+    return this.safe;
   }
 
   /** Complete entries in (after, upTo], in order: what the edge replays itself on resume. */

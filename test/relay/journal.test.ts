@@ -11,6 +11,19 @@ import { checkJournal } from '../../src/store/codec.js';
 
 const note = (seq: number) => `{"jsonrpc":"2.0","method":"action.status","params":{"status_seq":${seq}}}`;
 
+/** Counts reads of the journal's entries by index from here on. */
+function countReads(j: ReplayJournal): { n: number } {
+  const reads = { n: 0 };
+  const internal = j as unknown as { entries: JournalEntry[] };
+  internal.entries = new Proxy(internal.entries, {
+    get(target, key, receiver) {
+      if (typeof key === 'string' && /^\d+$/.test(key)) reads.n++;
+      return Reflect.get(target, key, receiver) as unknown;
+    },
+  });
+  return reads;
+}
+
 describe('ReplayJournal', () => {
   it('AWP-CTL-008 replays every status_seq above last_status_seq, in order', () => {
     const j = new ReplayJournal();
@@ -112,7 +125,7 @@ describe('ReplayJournal', () => {
     expect(j.replay(3, 5)).toEqual([note(4), note(5)]);
   });
 
-  it('notDurable is what is above the durable mark, whatever the order of appends, writes and acks', () => {
+  it('notDurable and safeAcknowledgement match their definitions, whatever the order of appends, writes and acks', () => {
     const op = fc.oneof(
       fc.record({
         k: fc.constant('append' as const),
@@ -138,6 +151,13 @@ describe('ReplayJournal', () => {
             if (j.acknowledge(s)) durable = Math.max(durable, s);
           }
           expect(j.notDurable()).toEqual(j.held().filter((e) => e.status_seq > durable));
+          // The reference for safeAcknowledgement: the complete, durable prefix above the agent's ack.
+          let safe = j.acknowledged;
+          for (const e of j.held()) {
+            if (e.status_seq > durable || e.text === null) break;
+            safe = e.status_seq;
+          }
+          expect(j.safeAcknowledgement()).toBe(safe);
         }
       }),
     );
@@ -150,15 +170,23 @@ describe('ReplayJournal', () => {
     j.markDurable(10_000);
     j.append(10_001, note(10_001));
     j.append(10_002, null);
-    let reads = 0;
-    const internal = j as unknown as { entries: JournalEntry[] };
-    internal.entries = new Proxy(internal.entries, {
-      get(target, key, receiver) {
-        if (typeof key === 'string' && /^\d+$/.test(key)) reads++;
-        return Reflect.get(target, key, receiver) as unknown;
-      },
-    });
+    const reads = countReads(j);
     expect(j.notDurable().map((e) => e.status_seq)).toEqual([10_001, 10_002]);
-    expect(reads).toBeLessThanOrEqual(6); // the two new entries, the durable one before them, and the copy
+    expect(reads.n).toBeLessThanOrEqual(6); // the two new entries, the durable one before them, and the copy
+  });
+
+  it('safeAcknowledgement reads on from where it stopped, not the whole journal', () => {
+    // Every ping of an agent asks for it; an agent that never acknowledges grows the journal.
+    const j = new ReplayJournal();
+    for (let s = 1; s <= 10_000; s++) j.append(s, note(s));
+    j.markDurable(10_000);
+    expect(j.safeAcknowledgement()).toBe(10_000);
+    j.append(10_001, note(10_001));
+    j.append(10_002, null);
+    j.markDurable(10_002);
+    const reads = countReads(j);
+    expect(j.safeAcknowledgement()).toBe(10_001); // stops below the partial entry
+    expect(j.safeAcknowledgement()).toBe(10_001);
+    expect(reads.n).toBeLessThanOrEqual(5);
   });
 });
