@@ -83,11 +83,6 @@ export class ReplayJournal {
     if (this.tooFarAhead(status_seq))
       throw new RangeError(`status_seq ${status_seq} is too far past ${this.hwm} (${this.skipped} skipped)`);
     this.skipped += status_seq - this.hwm - 1;
-    return this.fill(status_seq, text);
-  }
-
-  /** Appends `status_seq` (above the high-water mark), with a placeholder for each seq skipped. */
-  private fill(status_seq: number, text: string | null): JournalEntry[] {
     const added: JournalEntry[] = [];
     for (let s = this.hwm + 1; s < status_seq; s++) added.push({ status_seq: s, text: null });
     added.push({ status_seq, text });

@@ -2,10 +2,10 @@
  * Drains of many stream connections, run in slices bounded in time (issue 15).
  *
  * When an overloaded edge's sockets become writable together, each one's drain event writes what waits
- * in its outbox. Run as the events arrive, a thousand of them hold one poll phase of the event loop for
- * tens of milliseconds, and a ping or a relay message read in that phase waits behind them all. Here a
- * drain event only queues its connection; the writes run on a later turn, a slice at a time, so the
- * event loop returns to I/O between slices (as the hubs' fan-out passes do, fanout/hub-passes.ts).
+ * in its outbox. Run as the events arrive, a thousand of them (each writing frames of up to 64 KiB) hold
+ * one poll phase of the event loop, and a ping or a relay message read in that phase waits behind them.
+ * Here a drain event only queues its connection; the writes run on a later turn, a slice at a time, so
+ * the event loop returns to I/O between slices (as the hubs' fan-out passes do, fanout/hub-passes.ts).
  * Meanwhile a waiting latest-wins frame can only be replaced by a newer one: nothing is lost by waiting.
  */
 
