@@ -22,9 +22,20 @@ interface Written {
   readonly dropped: number;
 }
 
+/**
+ * One case's figures. `delivered_mib_s` beside the frames: a 64 KiB camera frame costs the edge far more
+ * to send than a proprio frame, so frames per CPU-second moves with the mix the observers took.
+ */
+interface Side {
+  readonly delivered_fps: number;
+  readonly delivered_mib_s: number;
+  readonly cpu_pct: number;
+  readonly frames_per_cpu_s: number;
+}
+
 interface Pair {
-  readonly off: { delivered_fps: number; cpu_pct: number; frames_per_cpu_s: number };
-  readonly on: { delivered_fps: number; cpu_pct: number; frames_per_cpu_s: number; written: Written };
+  readonly off: Side;
+  readonly on: Side & { written: Written };
   readonly frames_per_cpu_s_ratio: number | null;
   readonly fps_ratio: number | null;
 }
@@ -101,11 +112,13 @@ export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSu
       const pair: Pair = {
         off: {
           delivered_fps: off.healthy.delivered_fps,
+          delivered_mib_s: off.delivered_mib_s,
           cpu_pct: off.server.cpu_pct,
           frames_per_cpu_s: perCpu(off),
         },
         on: {
           delivered_fps: on.healthy.delivered_fps,
+          delivered_mib_s: on.delivered_mib_s,
           cpu_pct: on.server.cpu_pct,
           frames_per_cpu_s: perCpu(on),
           written: w,
@@ -114,8 +127,8 @@ export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSu
         fps_ratio: ratio(on.healthy.delivered_fps, off.healthy.delivered_fps),
       };
       ctx.log(
-        `  off ${pair.off.frames_per_cpu_s} frames/CPU-s (${pair.off.delivered_fps} fps, cpu ${pair.off.cpu_pct} %), ` +
-          `on ${pair.on.frames_per_cpu_s} (${pair.on.delivered_fps} fps, cpu ${pair.on.cpu_pct} %): ratio ${pair.frames_per_cpu_s_ratio}; ` +
+        `  off ${pair.off.frames_per_cpu_s} frames/CPU-s (${pair.off.delivered_fps} fps, ${pair.off.delivered_mib_s} MiB/s, cpu ${pair.off.cpu_pct} %), ` +
+          `on ${pair.on.frames_per_cpu_s} (${pair.on.delivered_fps} fps, ${pair.on.delivered_mib_s} MiB/s, cpu ${pair.on.cpu_pct} %): ratio ${pair.frames_per_cpu_s_ratio}; ` +
           `${w.records} records in ${w.files} files (${Math.round(w.bytes / 2 ** 20)} MiB), ${w.dropped} dropped`,
       );
       pairs.push(pair);
