@@ -97,6 +97,8 @@ class ObserverRecording implements ObserverTap {
   private hub = '';
   private session_id = '';
   private windowMs = DEFAULT_WINDOW_MS;
+  /** Whether the session.ready was seen (then `sent` stops looking for its reconnect window). */
+  private ready = false;
 
   constructor(
     private readonly recorder: RouteRecorder,
@@ -124,10 +126,16 @@ class ObserverRecording implements ObserverTap {
     this.log?.message('agent', text, this.now());
   }
 
-  sent(text: string): void {
-    const m = this.windowMs === DEFAULT_WINDOW_MS ? WINDOW.exec(text) : null;
-    if (m !== null) this.windowMs = Number(m[1]);
-    this.log?.sent('edge_to_agent', text, this.now());
+  sent(text: string, numbersOnly = false): void {
+    const log = this.log;
+    if (log === undefined) return;
+    if (numbersOnly) return log.sentNumbers('edge_to_agent', text, this.now());
+    const m = this.ready ? null : WINDOW.exec(text);
+    if (m !== null) {
+      this.windowMs = Number(m[1]);
+      this.ready = true;
+    }
+    log.sent('edge_to_agent', text, this.now());
   }
 
   released(): void {

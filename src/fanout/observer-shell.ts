@@ -212,7 +212,7 @@ export class ObserverShell {
       case 'send':
         return this.send(e.text);
       case 'telemetry':
-        if (this.sub !== null) this.send(telemetryText(e.window_ms, this.sub.takeTelemetry()));
+        if (this.sub !== null) this.send(telemetryText(e.window_ms, this.sub.takeTelemetry()), true);
         return;
       case 'channels':
         for (const id of e.removed) this.sub?.unsubscribe(id);
@@ -258,9 +258,12 @@ export class ObserverShell {
     }
   }
 
-  /** A text on the control connection; a full queue means the connection is lost. */
-  private send(text: string): void {
-    this.tap?.sent(text);
+  /**
+   * A text on the control connection; a full queue means the connection is lost. `numbersOnly`: see
+   * ObserverTap.sent.
+   */
+  private send(text: string, numbersOnly = false): void {
+    this.tap?.sent(text, numbersOnly);
     if (this.sub?.control.push(text, false) === 'overflow') this.run(this.session.sendQueueFull());
   }
 }

@@ -15,8 +15,11 @@ export interface ObserverTap {
   attached(session_id: string, hub: string): FrameTap | undefined;
   /** A message from the observer, as it arrived. */
   fromAgent(text: string): void;
-  /** A message the edge sent the observer (frames go to the FrameTap). */
-  sent(text: string): void;
+  /**
+   * A message the edge sent the observer (frames go to the FrameTap). `numbersOnly`: the edge wrote it
+   * of its own keys and numbers (session.telemetry), so no string in it can be a credential or a grant.
+   */
+  sent(text: string, numbersOnly?: boolean): void;
   /** The session let go of this connection (it may resume on another). */
   released(): void;
   /** The session ended. */

@@ -292,6 +292,27 @@ describe('recorder core', () => {
     expect(verifyText(sink.all()[0]!.text).ok).toBe(true);
   });
 
+  it('records telemetry (numbers only) as it is, and through redact_paths when some are in force', () => {
+    const telemetry = (p50: number) =>
+      rpc({ method: 'session.telemetry', params: { window_ms: 1000, observation_latency_ns: { p50 } } });
+    const sink = new MemorySink();
+    const log = newLog(sink);
+    log.sentNumbers('edge_to_agent', telemetry(5), 101);
+    log.end('done', 102);
+    const text = sink.all()[0]!.text;
+    expect(text.split('\n')[1]).toContain(`"body":${telemetry(5)},`);
+    expect(verifyText(text).ok).toBe(true);
+
+    const redacting = new MemorySink();
+    const r = newLog(redacting, { redactPaths: ['/observation_latency_ns/p50'] });
+    r.sentNumbers('edge_to_agent', telemetry(7), 101);
+    r.end('done', 102);
+    const body = records(redacting.all()[0]!.text)[1]!.body as {
+      params: { observation_latency_ns: { p50: unknown } };
+    };
+    expect(body.params.observation_latency_ns.p50).toMatch(/^\[redacted:sha256:[0-9a-f]{8}\]$/);
+  });
+
   it('records what is not JSON, or nests too deep, by size and hash only', () => {
     const sink = new MemorySink();
     const log = newLog(sink, { maxJsonDepth: 8 });
