@@ -97,6 +97,24 @@ describe('recording writer', () => {
     await w.shutdown();
   });
 
+  it('creates a session file with its header at once; later lines wait to be written together', async () => {
+    const dir = freshDir();
+    const { c, ev } = counters();
+    const w = await RecordingWriter.open(dir, 'arm.', limits, ev);
+    const log = logOn(w, 's1');
+    await until(() => c.lines === 1, 'the header written');
+    const text = () => readFileSync(join(dir, log.currentFile), 'utf8');
+    expect(verifyText(text(), { allowOpen: true }).ok).toBe(true);
+    for (let i = 0; i < 5; i++) log.message('agent', ping(i), i);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(text().split('\n').length).toBe(2); // the header and its newline: the pings wait
+    log.end('done', 10);
+    await w.flushed();
+    expect(c.lines).toBe(7);
+    expect(verifyText(text()).ok).toBe(true);
+    await w.shutdown();
+  });
+
   it('keeps the newest files of the route within retain_files, deleting the oldest closed ones', async () => {
     const dir = freshDir();
     const { c, ev } = counters();

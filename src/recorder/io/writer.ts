@@ -58,6 +58,8 @@ interface FileState {
   written: number;
   /** Its lines are to be written now (enough of them, their time is up, the file closes, or a flush). */
   due: boolean;
+  /** No line of it was queued yet (its first, the header, is written at once: see write). */
+  fresh: boolean;
 }
 
 export class RecordingWriter implements LineSink {
@@ -117,7 +119,10 @@ export class RecordingWriter implements LineSink {
     f.bytes += bytes;
     this.queued += bytes;
     this.dirty.add(f);
-    if (f.bytes >= FLUSH_BYTES) {
+    // A new file is created with its header, when its session starts, not FLUSH_MS later together with
+    // every file opened since (profiled: creating 1,000 files in one burst was 2 % of a recording edge).
+    if (f.bytes >= FLUSH_BYTES || f.fresh) {
+      f.fresh = false;
       f.due = true;
       this.pump();
     } else this.flushLater();
@@ -173,6 +178,7 @@ export class RecordingWriter implements LineSink {
         end: undefined,
         written: 0,
         due: false,
+        fresh: true,
       };
       this.files.set(name, f);
     }
@@ -225,21 +231,23 @@ export class RecordingWriter implements LineSink {
 
   private async flush(f: FileState): Promise<void> {
     const lines = f.lines;
+    const count = lines.length;
     const bytes = f.bytes;
     f.lines = [];
     f.bytes = 0;
     try {
-      if (lines.length > 0 && !f.failed) {
+      if (count > 0 && !f.failed) {
         const handle = await this.handleOf(f);
-        await handle.write(lines.join('\n') + '\n');
+        lines.push(''); // the last line's newline, in the one string the join makes
+        await handle.write(lines.join('\n'));
         f.written += bytes;
-        this.events.written(bytes, lines.length);
-      } else if (f.failed && lines.length > 0) this.events.dropped(lines.length, bytes);
+        this.events.written(bytes, count);
+      } else if (f.failed && count > 0) this.events.dropped(count, bytes);
       if (f.end !== undefined && f.lines.length === 0) await this.finish(f);
     } catch (err) {
       if (!f.failed) this.events.error(f.name, err);
       f.failed = true;
-      this.events.dropped(lines.length, bytes);
+      this.events.dropped(count, bytes);
       if (f.end !== undefined) {
         this.files.delete(f.name);
         await this.release(f);
