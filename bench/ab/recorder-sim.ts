@@ -3,8 +3,8 @@
  * load generators, so that its CPU is measured apart from theirs: a route recorder (a checkout's own
  * src/recorder, files in a temp dir) with N observer session logs and the hub log, hub frames at 100 Hz
  * (40 B) + 30 Hz (64 KiB), each observer delivered a share of them by reference, a session.telemetry per
- * observer per second and a ping and its answer every 5 s. As in `fanout --record`, the sessions open
- * first, then a warm-up, then the window. Prints, per wall second of the window, the process CPU split by
+ * observer per second and a ping and its answer every 5 s. The sessions open first, then a warm-up, then
+ * the window: the steady state. Prints, per wall second of the window, the process CPU split by
  * thread: the main thread, and the others (the libuv pool writing the files: system time; V8's GC helpers:
  * user time). `--none` runs the same loop recording nothing (the loop's own cost).
  *
@@ -35,7 +35,11 @@ const root = resolve(values.root);
 const N = Number(values.observers);
 const WINDOW_S = Number(values.seconds);
 const SHARE = Number(values.share);
-const WARMUP_S = 3;
+/**
+ * Longer than the writer's FLUSH_MS (5 s): every file exists and has been written once before the window,
+ * as in the bench, whose sessions open over tens of seconds before its window.
+ */
+const WARMUP_S = 6;
 /** Clock ticks per second of /proc's utime and stime (USER_HZ, 100 on Linux). */
 const TICKS = 100;
 
