@@ -6,7 +6,6 @@ import type { ChannelHub } from '../fanout/channel-hub.js';
 import type { CredentialBudgets } from '../policy/budgets.js';
 import type { RouteRuntime } from './route.js';
 import type { FaultReporter } from '../transport/contain.js';
-import type { DrainScheduler } from '../transport/drain-scheduler.js';
 import type { RouteRecorder } from '../recorder/io/route-recorder.js';
 import type { FrameHeader } from '../protocol/frame.js';
 import type { RelaySession } from '../relay/relay-session.js';
@@ -24,8 +23,6 @@ export interface EdgeContext {
   hubFor(route: RouteRuntime, mode: 'streaming' | 'lockstep'): ChannelHub;
   /** Reports a contained fault: a log line and awp_edge_internal_errors_total{where}. */
   readonly fault: FaultReporter;
-  /** Observers' stream connections write on drain in time-bounded slices (transport/drain-scheduler.ts). */
-  readonly streamDrains: DrainScheduler<{ drain(): void }>;
   /** The flight recorders of the routes that record (issue 14), by route name. */
   readonly recorders: ReadonlyMap<string, RouteRecorder>;
   /** A frame on a relay agent's stream connection, for its session's recording (relay/io/stream-bridge.ts). */

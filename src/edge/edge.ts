@@ -41,8 +41,6 @@ import type { WebTransportListener } from '../transport/webtransport.js';
 import { ViewerSite } from '../viewer/site.js';
 import { ViewerStats } from '../viewer/stats.js';
 import { containHandlers, guarded, type FaultReporter } from '../transport/contain.js';
-import { DrainScheduler } from '../transport/drain-scheduler.js';
-import { SLICE_BUDGET_MS } from '../fanout/hub-fanout.js';
 import {
   decideUpgrade,
   redactedUrl,
@@ -151,7 +149,6 @@ export class Edge {
       log,
       metrics,
       fault,
-      streamDrains: new DrainScheduler((target) => target.drain(), now, SLICE_BUDGET_MS),
       budgets,
       registry: new SessionRegistry(store),
       now,
