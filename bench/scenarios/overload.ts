@@ -9,7 +9,8 @@
  * observers until it no longer delivers what is offered; capacity = the most frames/s it delivered), then
  * 1x, 2x and 5x that capacity offered (N = factor x capacity / 130 frames/s per observer), each with the
  * probe. The engine follows the runtime: uWebSockets.js on Node 24 (production), `ws` on Node 20;
- * AWP_BENCH_OVERLOAD_ENGINES=ws,uws runs both.
+ * AWP_BENCH_OVERLOAD_ENGINES=ws,uws runs both. AWP_BENCH_OVERLOAD_CAPACITY_FPS=N skips the ramp and takes N
+ * as the capacity (A/B runs of two builds: the same observer counts for both).
  */
 import { Child } from '../lib/child.js';
 import { diff, ratio, type BenchContext } from '../lib/context.js';
@@ -102,8 +103,8 @@ export interface OverloadEngine {
     readonly fps: number;
     /** Frames per edge CPU-second at the first step (100 observers): where the ramp starts. */
     readonly cpu_estimate_fps: number;
-    /** Frames per edge CPU-second at the step that delivered the most (not overloaded yet). */
-    readonly frames_per_cpu_s: number;
+    /** Frames per edge CPU-second at the step that delivered the most (not overloaded yet); null if fixed. */
+    readonly frames_per_cpu_s: number | null;
     readonly steps: {
       observers: number;
       offered_fps: number;
@@ -259,7 +260,20 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
     const perCpuAt = new Map<number, number>();
     let n = 100;
     let cpuEstimate = NaN;
-    for (let i = 0; i < 7; i++) {
+    // A/B runs of two builds give both the same capacity, so each factor is the same observer count.
+    const fixed = Number(process.env.AWP_BENCH_OVERLOAD_CAPACITY_FPS ?? NaN);
+    if (fixed > 0) {
+      ctx.log(`overload: ${target}, capacity fixed at ${fixed} fps (AWP_BENCH_OVERLOAD_CAPACITY_FPS)`);
+      steps.push({
+        observers: 0,
+        offered_fps: fixed,
+        delivered_fps: fixed,
+        edge_cpu_pct: NaN,
+        generators_cpu_pct: [],
+        generator_saturated: false,
+      });
+    }
+    for (let i = 0; i < 7 && !(fixed > 0); i++) {
       ctx.log(`overload: ${target}, capacity step ${i + 1}: ${n} observers (4 s)`);
       const r = await run(n, 4, false);
       steps.push({
@@ -285,7 +299,8 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
       n = Math.round((n * 1.35) / 10) * 10;
     }
     const capacity = Math.max(...steps.map((s) => s.delivered_fps));
-    const capacityPerCpu = perCpuAt.get(steps.findIndex((s) => s.delivered_fps === capacity))!;
+    const capacityPerCpu =
+      fixed > 0 ? null : perCpuAt.get(steps.findIndex((s) => s.delivered_fps === capacity))!;
     ctx.log(`overload: ${target} capacity ${capacity} fps (one core would deliver ~${cpuEstimate})`);
 
     const loads: OverloadEngine['loads'] = [];
