@@ -54,6 +54,17 @@ async function status(
   return x.status;
 }
 
+/** `n` sockets that connect and never send a byte (destroyed after the test). */
+async function idleSockets(port: number, n: number): Promise<RawSocket[]> {
+  const socks = await Promise.all(Array.from({ length: n }, () => rawSocket(port)));
+  cleanups.push(() => socks.forEach((s) => s.socket.destroy()));
+  return socks;
+}
+
+function allClosed(socks: readonly RawSocket[]): boolean {
+  return socks.every((s) => s.closedAt !== null);
+}
+
 describe('AWP-SEC-006: credentials in URLs', () => {
   it('AWP-SEC-006: a valid credential in the query under any name, any query at all, or a credential in the path is refused 400, never echoed or logged', async () => {
     const { log, lines } = captureLogs();
@@ -279,10 +290,9 @@ describe('Host header without public_url (webtransport configured)', () => {
   it('the WebTransport listener: idle sockets are closed at handshake_timeout_ms and counted (listener="webtransport")', async () => {
     const r = await wtRig({ transport: { handshake_timeout_ms: 500 } });
     const port = Number(wtEndpoint(r.ready).port);
-    const idle = await Promise.all(Array.from({ length: 5 }, () => rawSocket(port)));
-    cleanups.push(() => idle.forEach((s) => s.socket.destroy()));
+    const idle = await idleSockets(port, 5);
     await until(
-      () => idle.every((s) => s.closedAt !== null),
+      () => allClosed(idle),
       8000,
       () =>
         `idle WebTransport sockets to be closed (${idle.filter((s) => s.closedAt === null).length} of 5 open)`,
@@ -364,16 +374,11 @@ describe('Host header without public_url (webtransport configured)', () => {
 
 // Both engines: `ws` through node:net's sockets, uWebSockets.js through its filter hook (uws-handshake.ts).
 describe('handshake limits before authentication', () => {
-  function allClosed(socks: RawSocket[]): boolean {
-    return socks.every((s) => s.closedAt !== null);
-  }
-
   it('20 sockets that never send a byte are closed by the edge (handshake_timeout_ms 500); a legitimate agent connects meanwhile', async () => {
     rig = await startRig({ transport: { handshake_timeout_ms: 500 } });
     const r = rig;
     const port = r.edge.edge.port;
-    const idle = await Promise.all(Array.from({ length: 20 }, () => rawSocket(port)));
-    cleanups.push(() => idle.forEach((s) => s.socket.destroy()));
+    const idle = await idleSockets(port, 20);
     const legit = await agentOn(r.edge, '/w');
     cleanups.push(() => legit.close());
     await pingOk(legit);
@@ -397,8 +402,7 @@ describe('handshake limits before authentication', () => {
     rig = await startRig({ transport: { handshake_timeout_ms: 1500 } });
     const r = rig;
     const port = r.edge.edge.port;
-    const idle = await Promise.all(Array.from({ length: 3 }, () => rawSocket(port)));
-    cleanups.push(() => idle.forEach((s) => s.socket.destroy()));
+    const idle = await idleSockets(port, 3);
     const agents = await Promise.all(Array.from({ length: 6 }, () => agentOn(r.edge, '/w')));
     cleanups.push(() => agents.forEach((a) => a.close()));
     for (const a of agents.slice(3)) a.close(); // gone before the timeout
@@ -407,7 +411,7 @@ describe('handshake limits before authentication', () => {
       const x = await rawRequest(port, ['GET /healthz HTTP/1.1', `Host: ${hostOf(r)}`]);
       x.raw.socket.destroy();
     }
-    await until(() => idle.every((s) => s.closedAt !== null), 8000, 'the idle sockets to be closed');
+    await until(() => allClosed(idle), 8000, 'the idle sockets to be closed');
     await sleep(1800); // past the timeout of every socket above
     for (const a of agents.slice(0, 3)) await pingOk(a);
     await pingOk(r.bystander);
@@ -446,8 +450,7 @@ describe('handshake limits before authentication', () => {
     });
     const r = rig;
     const port = r.edge.edge.port;
-    const five = await Promise.all(Array.from({ length: 5 }, () => rawSocket(port)));
-    cleanups.push(() => five.forEach((s) => s.socket.destroy()));
+    const five = await idleSockets(port, 5);
     await sleep(200);
     const sixth = await rawSocket(port);
     cleanups.push(() => void sixth.socket.destroy());
@@ -486,8 +489,7 @@ describe('handshake limits before authentication', () => {
     rig = await startRig({ transport: { handshake_timeout_ms: 10_000, max_pending_handshakes: 5 } });
     const r = rig;
     const port = r.edge.edge.port;
-    const five = await Promise.all(Array.from({ length: 5 }, () => rawSocket(port)));
-    cleanups.push(() => five.forEach((s) => s.socket.destroy()));
+    const five = await idleSockets(port, 5);
     await sleep(200);
     const sixth = await rawSocket(port);
     cleanups.push(() => void sixth.socket.destroy());
