@@ -8,7 +8,8 @@
  * thread: the main thread, and the others (the libuv pool writing the files: system time; V8's GC helpers:
  * user time). `--none` runs the same loop recording nothing (the loop's own cost).
  *
- *   node --import tsx bench/ab/recorder-sim.ts [--root DIR] [--observers 1000] [--seconds 10] [--share 0.2] [--none]
+ *   node --import tsx bench/ab/recorder-sim.ts [--root DIR] [--observers 1000] [--seconds 20] [--share 0.2] [--none]
+ *     [--skip refs,telemetry,pings,hub]
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,15 +27,18 @@ const { values } = parseArgs({
   options: {
     root: { type: 'string', default: '.' },
     observers: { type: 'string', default: '1000' },
-    seconds: { type: 'string', default: '10' },
+    seconds: { type: 'string', default: '20' },
     share: { type: 'string', default: '0.2' },
     none: { type: 'boolean', default: false },
+    skip: { type: 'string', default: '' },
   },
 });
 const root = resolve(values.root);
 const N = Number(values.observers);
 const WINDOW_S = Number(values.seconds);
 const SHARE = Number(values.share);
+/** Parts of the load not recorded, to attribute the cost: refs, telemetry, pings, hub. */
+const SKIP = new Set(values.skip.split(','));
 /**
  * Longer than the writer's FLUSH_MS (5 s): every file exists and has been written once before the window,
  * as in the bench, whose sessions open over tens of seconds before its window.
@@ -157,9 +161,9 @@ const telemetry = (i: number) =>
 /** One turn: the hub frames due since the last, and the observers whose second's slot this is. */
 function turn(at: number, elapsedMs: number, due: number[]): void {
   for (const channel_id of due) {
-    const n = values.none ? numbered++ : hubFrame(channel_id, at);
+    const n = values.none || SKIP.has('hub') ? numbered++ : hubFrame(channel_id, at);
     for (let i = 0; i < N; i++) {
-      if (((i * 7919 + n * 104729) % 1000) / 1000 >= SHARE || values.none) continue;
+      if (((i * 7919 + n * 104729) % 1000) / 1000 >= SHARE || values.none || SKIP.has('refs')) continue;
       logs[i]!.frameRef('edge_to_agent', hubFile, 'ws', n, at);
     }
   }
@@ -169,9 +173,11 @@ function turn(at: number, elapsedMs: number, due: number[]): void {
   for (let i = Math.floor((slot * N) / 100); i < Math.floor(((slot + 1) * N) / 100); i++) {
     const log = logs[i]!;
     // The checkout before sentNumbers recorded telemetry like any message the edge sent.
-    if ('sentNumbers' in log) log.sentNumbers('edge_to_agent', telemetry(i), at);
+    if (SKIP.has('telemetry')) {
+      // not recorded
+    } else if ('sentNumbers' in log) log.sentNumbers('edge_to_agent', telemetry(i), at);
     else (log as SessionLog).sent('edge_to_agent', telemetry(i), at);
-    if (second % 5 === i % 5) {
+    if (second % 5 === i % 5 && !SKIP.has('pings')) {
       const id = `hb_${Math.round(at)}`;
       log.sent('edge_to_agent', rpc({ id, method: 'ping', params: { origin_ns: Math.round(at * 1e6) } }), at);
       log.message('agent', rpc({ id, result: {} }), at);
