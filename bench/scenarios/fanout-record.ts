@@ -1,17 +1,20 @@
 /**
- * The flight recorder's cost at fan-out load (issue 14 item 5): `npm run bench -- fanout --record`. The
- * fan-out case (one arm world, N observers of proprio and camera on ws stream connections) runs with the
- * route's recorder off and on (`record: { dir }`, class audit: every frame delivered to every observer is a
- * record, header + payload hash), alternating, three pairs, in one run. Reported: the edge's frames per
- * CPU-second with recording on over off, per pair and the median (target: at least 0.9, a cost of at
- * most 10 %), and what the recorder wrote (records, bytes, records it dropped: from the files' end records).
+ * The flight recorder's cost at fan-out load (issue 14 item 4): `npm run bench -- fanout --record`. The
+ * fan-out case (one arm world, N observers on ws stream connections) runs with the route's recorder off and
+ * on (`record: { dir }`, class audit: every frame delivered to every observer is recorded, by reference to
+ * the hub's record of it), alternating, three pairs per workload, in one run. Two workloads: `small`
+ * (proprio only: the edge is CPU-bound at 1,000 observers, "full fan-out load") and `mixed` (proprio and
+ * the 64 KiB camera: the observers' reads bound it first, the edge runs below a core, so per-session costs
+ * that do not scale with frames weigh more). Reported per workload: the edge's frames per CPU-second with
+ * recording on over off, per pair and the median (target: at least 0.9, a cost of at most 10 %), and what
+ * the recorder wrote (records, bytes, records it dropped: from the files' end records).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ratio, type BenchContext } from '../lib/context.js';
-import { runCase, type CaseResult, type Target } from '../lib/fanout-case.js';
-import { MIXED } from './fanout.js';
+import { runCase, type CaseResult, type Target, type Workload } from '../lib/fanout-case.js';
+import { MIXED, SMALL } from './fanout.js';
 
 interface Written {
   readonly files: number;
@@ -40,19 +43,27 @@ interface Pair {
   readonly fps_ratio: number | null;
 }
 
+interface WorkloadResult {
+  readonly workload: 'small' | 'mixed';
+  readonly pairs: Pair[];
+  /** Median over the pairs of frames per CPU-second, recording on / off. */
+  readonly frames_per_cpu_s_ratio_median: number | null;
+  /** Median edge CPU (% of a core) with recording off: near 100 means the edge is the bottleneck. */
+  readonly off_cpu_pct_median: number | null;
+}
+
 export interface FanoutRecordSummary {
   readonly bench: 'fanout-record';
   readonly target: Target;
   readonly observers: number;
   readonly window_s: number;
-  readonly pairs: Pair[];
-  /** Median over the pairs of frames per CPU-second, recording on / off. */
-  readonly frames_per_cpu_s_ratio_median: number | null;
+  readonly workloads: WorkloadResult[];
   readonly method: string;
 }
 
 const METHOD =
-  'Alternating pairs of the fan-out case (fresh world, edge and generators each), the route recording off, then ' +
+  'Per workload (small: proprio only, the edge CPU-bound at 1,000 observers; mixed: proprio and camera), ' +
+  'alternating pairs of the fan-out case (fresh world, edge and generators each), the route recording off, then ' +
   'on (class audit, queue_bytes 16 MiB default, files on the local disk, deleted after each case). Frames per ' +
   'CPU-second = delivered frames / the edge process CPU time in the window (/proc; the thread pool writing the ' +
   'files counts). Written/dropped read from the files afterwards (the edge process is ended without closing them).';
@@ -86,67 +97,70 @@ function written(dir: string): Written {
 const perCpu = (c: CaseResult) =>
   c.server.cpu_us_per_frame > 0 ? Math.round(1e6 / c.server.cpu_us_per_frame) : NaN;
 
+const side = (c: CaseResult): Side => ({
+  delivered_fps: c.healthy.delivered_fps,
+  delivered_mib_s: c.delivered_mib_s,
+  cpu_pct: c.server.cpu_pct,
+  frames_per_cpu_s: perCpu(c),
+});
+
+function median(values: (number | null)[]): number | null {
+  const v = values.filter((x): x is number => x !== null && Number.isFinite(x)).sort((a, b) => a - b);
+  return v.length > 0 ? v[Math.floor(v.length / 2)]! : null;
+}
+
+const WORKLOADS: readonly { name: 'small' | 'mixed'; workload: Workload }[] = [
+  { name: 'small', workload: SMALL },
+  { name: 'mixed', workload: MIXED },
+];
+
 export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSummary> {
   const target: Target = ctx.runtime.uws.ok ? 'edge-uws' : 'edge-ws';
   const observers = ctx.full ? 1000 : 100;
   const window = ctx.durationS ?? (ctx.full ? 10 : 5);
-  const pairs: Pair[] = [];
-  const run = (record?: { dir: string }) =>
-    runCase(ctx, {
-      target,
-      observers,
-      warmupS: ctx.full ? 3 : 2,
-      durationS: window,
-      workload: MIXED,
-      perGenerator: 500,
-      ...(record !== undefined && { record }),
-    });
-  for (let i = 0; i < 3; i++) {
-    ctx.log(`fanout-record: pair ${i + 1}, ${target} x ${observers} observers, recording off`);
-    const off = await run();
-    const dir = mkdtempSync(join(tmpdir(), 'awp-bench-record-'));
-    try {
-      ctx.log(`fanout-record: pair ${i + 1}, recording on (${dir})`);
-      const on = await run({ dir });
-      const w = written(dir);
-      const pair: Pair = {
-        off: {
-          delivered_fps: off.healthy.delivered_fps,
-          delivered_mib_s: off.delivered_mib_s,
-          cpu_pct: off.server.cpu_pct,
-          frames_per_cpu_s: perCpu(off),
-        },
-        on: {
-          delivered_fps: on.healthy.delivered_fps,
-          delivered_mib_s: on.delivered_mib_s,
-          cpu_pct: on.server.cpu_pct,
-          frames_per_cpu_s: perCpu(on),
-          written: w,
-        },
-        frames_per_cpu_s_ratio: ratio(perCpu(on), perCpu(off)),
-        fps_ratio: ratio(on.healthy.delivered_fps, off.healthy.delivered_fps),
-      };
-      ctx.log(
-        `  off ${pair.off.frames_per_cpu_s} frames/CPU-s (${pair.off.delivered_fps} fps, ${pair.off.delivered_mib_s} MiB/s, cpu ${pair.off.cpu_pct} %), ` +
-          `on ${pair.on.frames_per_cpu_s} (${pair.on.delivered_fps} fps, ${pair.on.delivered_mib_s} MiB/s, cpu ${pair.on.cpu_pct} %): ratio ${pair.frames_per_cpu_s_ratio}; ` +
-          `${w.records} records in ${w.files} files (${Math.round(w.bytes / 2 ** 20)} MiB), ${w.dropped} dropped`,
-      );
-      pairs.push(pair);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
+  const workloads: WorkloadResult[] = [];
+  for (const { name, workload } of WORKLOADS) {
+    const run = (record?: { dir: string }) =>
+      runCase(ctx, {
+        target,
+        observers,
+        warmupS: ctx.full ? 3 : 2,
+        durationS: window,
+        workload,
+        perGenerator: 500,
+        ...(record !== undefined && { record }),
+      });
+    const pairs: Pair[] = [];
+    for (let i = 0; i < 3; i++) {
+      ctx.log(`fanout-record: ${name}, pair ${i + 1}, ${target} x ${observers} observers, recording off`);
+      const off = await run();
+      const dir = mkdtempSync(join(tmpdir(), 'awp-bench-record-'));
+      try {
+        ctx.log(`fanout-record: ${name}, pair ${i + 1}, recording on (${dir})`);
+        const on = await run({ dir });
+        const w = written(dir);
+        const pair: Pair = {
+          off: side(off),
+          on: { ...side(on), written: w },
+          frames_per_cpu_s_ratio: ratio(perCpu(on), perCpu(off)),
+          fps_ratio: ratio(on.healthy.delivered_fps, off.healthy.delivered_fps),
+        };
+        ctx.log(
+          `  off ${pair.off.frames_per_cpu_s} frames/CPU-s (${pair.off.delivered_fps} fps, ${pair.off.delivered_mib_s} MiB/s, cpu ${pair.off.cpu_pct} %), ` +
+            `on ${pair.on.frames_per_cpu_s} (${pair.on.delivered_fps} fps, ${pair.on.delivered_mib_s} MiB/s, cpu ${pair.on.cpu_pct} %): ratio ${pair.frames_per_cpu_s_ratio}; ` +
+            `${w.records} records in ${w.files} files (${Math.round(w.bytes / 2 ** 20)} MiB), ${w.dropped} dropped`,
+        );
+        pairs.push(pair);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     }
+    workloads.push({
+      workload: name,
+      pairs,
+      frames_per_cpu_s_ratio_median: median(pairs.map((p) => p.frames_per_cpu_s_ratio)),
+      off_cpu_pct_median: median(pairs.map((p) => p.off.cpu_pct)),
+    });
   }
-  const ratios = pairs
-    .map((p) => p.frames_per_cpu_s_ratio)
-    .filter((r): r is number => r !== null)
-    .sort((a, b) => a - b);
-  return {
-    bench: 'fanout-record',
-    target,
-    observers,
-    window_s: window,
-    pairs,
-    frames_per_cpu_s_ratio_median: ratios.length > 0 ? ratios[Math.floor(ratios.length / 2)]! : null,
-    method: METHOD,
-  };
+  return { bench: 'fanout-record', target, observers, window_s: window, workloads, method: METHOD };
 }

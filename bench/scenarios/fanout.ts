@@ -23,7 +23,7 @@ export const MIXED: Workload = {
   cameraHeight: 256,
   channels: ['proprio', 'camera'],
 };
-const SMALL: Workload = { ...MIXED, channels: ['proprio'] };
+export const SMALL: Workload = { ...MIXED, channels: ['proprio'] };
 
 interface Brief {
   readonly delivered_ratio: number;
