@@ -15,6 +15,7 @@ import { indexChannels } from './hub-passes.js';
 import type { UpstreamGrant } from './hub-channels.js';
 import { missingChannels, unionOfNeeds, type Need, type Subscription } from './hub-demand.js';
 import { HubUpstream, type HubUpstreamEffect } from './hub-upstream.js';
+import { HubTopics } from './hub-topics.js';
 import { KeyframeCache, type HubFrame } from './keyframe-cache.js';
 import { DegradedWatch } from './degraded-watch.js';
 import type { ObserverHost } from './observer-effects.js';
@@ -73,6 +74,8 @@ export class ChannelHub {
   private emptySince: number | null = null;
   private retired = false;
   private readonly names = new Map<number, string>();
+  /** Steady-state stream subscribers served with one publish per frame (uWS only; hub-topics.ts). */
+  private readonly topics: HubTopics<ObserverShell> | null;
 
   constructor(
     readonly mode: 'streaming' | 'lockstep',
@@ -92,6 +95,15 @@ export class ChannelHub {
     });
     this.host = this.upstream.observerHost((base) => ctx.endpoints(base));
     this.fanout = new FanoutScheduler((o, frame, note) => this.offer(o, frame, note, false), ctx);
+    // Lockstep frames are never superseded nor downsampled: only streaming hubs have topics.
+    this.topics =
+      mode === 'streaming'
+        ? new HubTopics(`awp-hub-${randomBytes(6).toString('hex')}`, {
+            highWaterBytes: ctx.highWaterBytes,
+            frames: ctx.frames,
+            declaredRate: (name) => this.upstream.channels.get(name)?.rate_hz,
+          })
+        : null;
     this.side = {
       mode,
       highWaterBytes: ctx.highWaterBytes,
@@ -296,6 +308,7 @@ export class ChannelHub {
     this.link.retire();
     this.cache.clear();
     this.fanout.clear();
+    this.topics?.clear();
     this.ctx.retired(this);
   }
 
@@ -328,9 +341,15 @@ export class ChannelHub {
     const subs = this.byChannel.get(frame.channel_id);
     if (subs === undefined) return;
     const note = { received_at: now, channel }; // one per frame, shared by every subscriber
-    // Offered in passes that yield to I/O (hub-fanout.ts); lockstep frames are never superseded.
+    // Topic members first, in one publish each; the others in passes that yield to I/O (hub-fanout.ts).
+    let targets: readonly ObserverShell[] = subs;
+    if (this.topics !== null) {
+      this.topics.publish(frame, note, now);
+      targets = this.topics.targets(frame.channel_id, subs);
+    }
+    // Lockstep frames are never superseded.
     const latest = this.mode === 'streaming' && this.latestWins.has(frame.channel_id);
-    this.fanout.add(frame, note, subs, latest);
+    this.fanout.add(frame, note, targets, latest);
   }
 
   private offer(o: ObserverShell, frame: HubFrame, note: FrameNote, start: boolean): void {
@@ -341,6 +360,7 @@ export class ChannelHub {
     switch (outcome) {
       case 'forwarded':
         o.firstActivity(now);
+        if (!start) this.topics?.consider(o, sub, frame.channel_id);
         break;
       case 'downsampled':
         this.ctx.frames.count(channel, 'downsampled', frame.buf.length);

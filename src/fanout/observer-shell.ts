@@ -228,6 +228,7 @@ export class ObserverShell {
       case 'release': {
         const sub = this.sub;
         if (sub === null) return;
+        sub.leaveTopics(); // its last seqs are the topics' (AWP-DAT-001); nothing is published to it after
         if (e.stream !== undefined) sub.closeStream(e.stream.code, e.stream.reason);
         if (e.flush) sub.control.flushAll();
         for (const [name, seq] of sub.positions()) this.positions.set(name, seq);

@@ -16,6 +16,11 @@ export class RateGate {
     return new RateGate(rate_hz === null || rate_hz <= 0 ? null : 1e9 / rate_hz);
   }
 
+  /** Continues where another gate of the same rate stands (a subscriber moving to or from a topic's gate). */
+  follow(other: RateGate): void {
+    if (this.slots !== null && other.slots !== null) this.slots.follow(other.slots);
+  }
+
   pass(ts_mono_ns: number): boolean {
     return this.slots === null || this.slots.take(ts_mono_ns);
   }

@@ -27,6 +27,45 @@ export interface StreamSink {
   /** Whether a latest-wins frame of the channel is still waiting to be written (absent: never). */
   holds?(channel_id: number): boolean;
   close(code: number, reason: string): void;
+  /** The engine's pub/sub on this stream connection, when it has one (uWS `ws` streams). */
+  readonly topics?: TopicPort | undefined;
+}
+
+/** A stream connection's side of its hub's topics (hub-topics.ts). */
+export interface TopicPort {
+  /** Bytes the engine holds for the connection (published frames included, once uWS has drained them). */
+  readonly bufferedAmount: number;
+  /** Nothing waits in the edge's own queue for the connection. */
+  readonly idle: boolean;
+  join(topic: string): boolean;
+  leave(topic: string): void;
+  /** One publish of `frame` to the topic's `members` subscribers (counted as that many writes). */
+  publish(topic: string, frame: HubFrame, note: FrameNote, members: number): void;
+}
+
+/**
+ * A channel served through its hub's topic instead of one write per frame (hub-topics.ts): while it is a
+ * member, its frames, seq and pipeline latency are the topic's.
+ */
+export interface Membership {
+  /** The last seq published to the topic: what the member last received on the channel. */
+  readonly lastSeq: number;
+  /** The topic's rate gate, which members pass instead of their own. */
+  readonly gate: RateGate;
+  /** Pipeline latency (ns) of the frames published to the member since it last took them. */
+  takeLatency(): number[];
+  /** Unsubscribes the stream connection from the topic. */
+  leave(): void;
+}
+
+/** What a channel that may join its hub's topic brings (Subscriber.joinable). */
+export interface Joinable {
+  readonly port: TopicPort;
+  readonly name: string;
+  /** The rate its gate passes (null: every frame). */
+  readonly rate_hz: number | null;
+  readonly lastSeq: number;
+  readonly gate: RateGate;
 }
 
 export type Delivery =
@@ -53,6 +92,13 @@ interface ChannelState {
   readonly rebase: boolean;
   /** Added to this hub's seq for this observer (0 unless rebased onto a hub that counts lower). */
   offset: number;
+  /** Served through the hub's topic (no frame is delivered one by one meanwhile); null otherwise. */
+  member: Membership | null;
+}
+
+/** The rate a channel's gate passes: only latest-wins channels are downsampled (AWP-DAT-002). */
+function gatedRate(c: SubscribedChannel): number | null {
+  return c.latest_wins && !c.per_tick ? c.rate_hz : null;
 }
 
 export class Subscriber {
@@ -61,11 +107,23 @@ export class Subscriber {
   /** Whether a stream connection ever carried this session's channels (then never inline again, AWP-TRN-012). */
   private streamed = false;
   readonly control: Outbox;
-  /** The flight recorder's, when it records this session: told of every frame delivered (issue 14). */
-  frameTap: FrameTap | undefined;
+  private tap: FrameTap | undefined;
 
   constructor(controlSink: Sink, highWaterBytes: number, maxQueuedBytes: number, observer?: OutboxObserver) {
     this.control = new Outbox(controlSink, highWaterBytes, maxQueuedBytes, observer);
+  }
+
+  /**
+   * The flight recorder's, when it records this session: told of every frame delivered (issue 14). A
+   * frame published to a topic reaches no tap: channels leave their topics when one is set.
+   */
+  get frameTap(): FrameTap | undefined {
+    return this.tap;
+  }
+
+  set frameTap(tap: FrameTap | undefined) {
+    if (tap !== undefined) this.leaveTopics();
+    this.tap = tap;
   }
 
   get hasStream(): boolean {
@@ -86,10 +144,10 @@ export class Subscriber {
    */
   subscribe(sub: SubscribedChannel, fromSeq = -1, rebase = false): void {
     const old = this.channels.get(sub.channel_id);
+    if (old !== undefined) this.leave(old); // a new grant: delivered one by one until it may join again
     // Only latest-wins channels are downsampled: dropping a reliable or per-tick frame would be loss (AWP-DAT-002).
-    const gated = (c: SubscribedChannel) => (c.latest_wins && !c.per_tick ? c.rate_hz : null);
-    const rate = gated(sub);
-    const sameRate = old !== undefined && gated(old.sub) === rate;
+    const rate = gatedRate(sub);
+    const sameRate = old !== undefined && gatedRate(old.sub) === rate;
     this.channels.set(sub.channel_id, {
       sub,
       gate: sameRate ? old.gate : RateGate.forRate(rate),
@@ -100,20 +158,75 @@ export class Subscriber {
       resyncWaiting: old?.resyncWaiting ?? false,
       rebase: old?.rebase ?? rebase,
       offset: old?.offset ?? 0,
+      member: null,
     });
   }
 
   /** The last seq delivered per channel name (carried over when the session resumes on a new connection). */
   positions(): Map<string, number> {
-    return new Map([...this.channels.values()].map((c) => [c.sub.name, c.lastSeq]));
+    return new Map([...this.channels.values()].map((c) => [c.sub.name, lastSeqOf(c)]));
   }
 
   unsubscribe(channel_id: number): void {
+    const c = this.channels.get(channel_id);
+    if (c !== undefined) this.leave(c);
     this.channels.delete(channel_id);
+  }
+
+  // ------------------------------------------------------------------ topics (hub-topics.ts)
+
+  /** Whether the channel is served through its hub's topic. */
+  isMember(channel_id: number): boolean {
+    return this.channels.get(channel_id)?.member != null;
+  }
+
+  /**
+   * What the channel brings to its hub's topic, if it may join now: a `ws` stream connection with pub/sub,
+   * a latest-wins channel in its steady state (not restarting, no resync pending, not renumbered, not
+   * recorded), nothing queued for the connection and the engine below `highWaterBytes`.
+   */
+  joinable(channel_id: number, highWaterBytes: number): Joinable | null {
+    const port = this.stream?.topics;
+    const c = this.channels.get(channel_id);
+    if (port === undefined || c === undefined || c.member !== null || this.tap !== undefined) return null;
+    if (!c.sub.latest_wins || c.sub.per_tick || c.offset !== 0) return null;
+    if (c.restart || c.resyncWaiting || c.down) return null;
+    if (!port.idle || port.bufferedAmount >= highWaterBytes) return null;
+    return { port, name: c.sub.name, rate_hz: gatedRate(c.sub), lastSeq: c.lastSeq, gate: c.gate };
+  }
+
+  /** The channel joined its hub's topic. */
+  joined(channel_id: number, m: Membership): void {
+    const c = this.channels.get(channel_id);
+    if (c === undefined || c.member !== null) return m.leave();
+    c.member = m;
+  }
+
+  /** Back to one write per frame (backpressure, or the hub's topic closing). */
+  leaveTopic(channel_id: number): void {
+    const c = this.channels.get(channel_id);
+    if (c !== undefined) this.leave(c);
+  }
+
+  /** Every channel leaves its topic. */
+  leaveTopics(): void {
+    for (const c of this.channels.values()) this.leave(c);
+  }
+
+  /** The topic's last seq becomes the channel's (seq strictly increases across leave and join, AWP-DAT-001). */
+  private leave(c: ChannelState): void {
+    const m = c.member;
+    if (m === null) return;
+    c.member = null;
+    c.lastSeq = Math.max(c.lastSeq, m.lastSeq);
+    for (const ns of m.takeLatency()) c.pipeline.add(ns);
+    c.gate.follow(m.gate);
+    m.leave();
   }
 
   /** A stream connection now carries every channel (the edge's endpoints name no `channels`). */
   attachStream(stream: StreamSink): void {
+    this.leaveTopics();
     this.stream?.close(1000, 'replaced by a newer stream connection');
     this.stream = stream;
     this.streamed = true;
@@ -127,6 +240,7 @@ export class Subscriber {
   /** The stream connection is gone: its channels stop, not even inline, until a new one (AWP-TRN-010). */
   streamLost(stream: StreamSink): number[] {
     if (this.stream !== stream) return [];
+    this.leaveTopics();
     this.stream = null;
     const reliable: number[] = [];
     for (const c of this.channels.values()) {
@@ -138,6 +252,7 @@ export class Subscriber {
 
   /** A resumed session starts inline again until a stream is re-established (AWP-TRN-008). */
   resetBindings(): void {
+    this.leaveTopics();
     this.stream?.close(1001, 'session resumed');
     this.stream = null;
     this.streamed = false;
@@ -154,7 +269,7 @@ export class Subscriber {
    */
   deliver(frame: HubFrame, note: FrameNote, start = false): Delivery {
     const c = this.channels.get(frame.channel_id);
-    if (c === undefined) return 'held';
+    if (c === undefined || c.member !== null) return 'held'; // a member has its frames from the topic
     const keyframe = (frame.flags & FLAG_KEYFRAME) !== 0;
     if (c.rebase && c.restart && keyframe) c.offset = Math.max(0, c.lastSeq + 1 - frame.seq);
     if (c.offset !== 0) {
@@ -186,7 +301,7 @@ export class Subscriber {
     if (frame.ts_send_ns !== undefined) {
       c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
     }
-    this.frameTap?.(frame, this.stream !== null);
+    this.tap?.(frame, this.stream !== null);
     if (this.stream !== null) {
       return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
     }
@@ -209,6 +324,7 @@ export class Subscriber {
     const channels = new Map<number, LatencyStats | undefined>();
     for (const [id, c] of this.channels) {
       const v = c.pipeline.drain();
+      if (c.member !== null) for (const x of c.member.takeLatency()) v.push(x);
       for (const x of v) all.push(x);
       channels.set(id, summarise(v));
     }
@@ -216,7 +332,13 @@ export class Subscriber {
   }
 
   closeStream(code: number, reason: string): void {
+    this.leaveTopics();
     this.stream?.close(code, reason);
     this.stream = null;
   }
+}
+
+/** The last seq the channel delivered: a member's is its topic's. */
+function lastSeqOf(c: ChannelState): number {
+  return c.member === null ? c.lastSeq : Math.max(c.lastSeq, c.member.lastSeq);
 }

@@ -1,14 +1,16 @@
-import type { ServerConnection } from '../transport/engine.js';
+import type { ConnectionTopics, ServerConnection } from '../transport/engine.js';
 import type { HubFrame } from './keyframe-cache.js';
 import { Outbox, type FrameNote, type OutboxObserver } from '../transport/outbox.js';
-import type { StreamSink } from './subscriber.js';
+import type { StreamSink, TopicPort } from './subscriber.js';
 
 /**
  * An observer's `ws` stream connection: one binary message per frame (AWP-TRN-013), the hub's buffer
- * written as is, latest-wins frames replaced while the socket is busy.
+ * written as is, latest-wins frames replaced while the socket is busy. On an engine with pub/sub
+ * (uWebSockets.js) its channels may also be served through the hub's topics (hub-topics.ts).
  */
 export class WsStreamSink implements StreamSink {
   private readonly out: Outbox;
+  readonly topics: TopicPort | undefined;
 
   constructor(
     private readonly conn: ServerConnection,
@@ -17,6 +19,8 @@ export class WsStreamSink implements StreamSink {
     observer?: OutboxObserver,
   ) {
     this.out = new Outbox(conn, highWaterBytes, maxQueuedBytes, observer);
+    const topics = conn.topics;
+    this.topics = topics === undefined ? undefined : new WsTopicPort(conn, topics, this.out, observer);
   }
 
   push(frame: HubFrame, latestWins: boolean, note: FrameNote): 'sent' | 'queued' | 'replaced' | 'overflow' {
@@ -33,5 +37,35 @@ export class WsStreamSink implements StreamSink {
 
   close(code: number, reason: string): void {
     this.conn.close(code, reason);
+  }
+}
+
+class WsTopicPort implements TopicPort {
+  constructor(
+    private readonly conn: ServerConnection,
+    private readonly topics: ConnectionTopics,
+    private readonly out: Outbox,
+    private readonly observer: OutboxObserver | undefined,
+  ) {}
+
+  get bufferedAmount(): number {
+    return this.conn.bufferedAmount;
+  }
+
+  get idle(): boolean {
+    return this.out.idle;
+  }
+
+  join(topic: string): boolean {
+    return this.topics.subscribe(topic);
+  }
+
+  leave(topic: string): void {
+    this.topics.unsubscribe(topic);
+  }
+
+  publish(topic: string, frame: HubFrame, note: FrameNote, members: number): void {
+    this.topics.publish(topic, frame.buf);
+    this.observer?.written(note, frame.buf.length, members);
   }
 }

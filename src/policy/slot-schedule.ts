@@ -22,6 +22,11 @@ export class SlotSchedule {
     return true;
   }
 
+  /** Continues where `other` (of the same period) stands: the next slot is due when its is. */
+  follow(other: SlotSchedule): void {
+    if (other.period === this.period) this.due = other.due;
+  }
+
   /** The earliest time `take` succeeds again; undefined before the first item (it succeeds at once). */
   opensAt(): number | undefined {
     return this.due === undefined ? undefined : this.due - this.period / 2;

@@ -67,8 +67,12 @@ export class FrameMetrics {
     return m;
   }
 
-  written(note: FrameNote, bytes: number): void {
-    this.count(note.channel, 'forwarded', bytes);
+  /**
+   * `n` writes of a frame of `bytes` bytes (n > 1: one publish reaching n subscribers at once). Counted n
+   * times; its forward latency, the same for all n, is one observation (the histogram samples anyway).
+   */
+  written(note: FrameNote, bytes: number, n = 1): void {
+    this.count(note.channel, 'forwarded', bytes * n, n);
     let l = this.latencies.get(note.channel);
     if (l === undefined) {
       l = {
@@ -80,8 +84,8 @@ export class FrameMetrics {
       };
       this.latencies.set(note.channel, l);
     }
-    l.windowWrites++;
-    if (++l.writes >= l.stride) {
+    l.windowWrites += n;
+    if ((l.writes += n) >= l.stride) {
       l.writes = 0;
       const now = this.now();
       l.histogram.observe((now - note.received_at) / 1000);

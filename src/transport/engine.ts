@@ -15,6 +15,22 @@ export interface ServerConnection {
   /** Drops the TCP connection without a closing handshake. */
   terminate(): void;
   readonly remoteAddress: string;
+  /** The engine's pub/sub, where it has one (uWebSockets.js; `ws` has none). */
+  readonly topics?: ConnectionTopics;
+}
+
+/**
+ * Pub/sub of an engine that fans a message out to many connections itself (uWebSockets.js topics): one
+ * `publish` reaches every connection of the server subscribed to the topic, without a call per connection.
+ * The engine applies no backpressure to what it publishes (its per-connection limit is off): the caller
+ * reads each subscriber's `bufferedAmount` and unsubscribes the slow ones.
+ */
+export interface ConnectionTopics {
+  /** Subscribes this connection; false when it cannot (closed). */
+  subscribe(topic: string): boolean;
+  unsubscribe(topic: string): void;
+  /** One binary message to every connection of this server subscribed to `topic` (any connection's handle). */
+  publish(topic: string, data: Uint8Array): void;
 }
 
 export interface ConnectionHandlers {

@@ -21,7 +21,8 @@ export interface FrameNote {
 
 /** Told when a noted frame reaches the engine or is replaced while waiting. */
 export interface OutboxObserver {
-  written(note: FrameNote, bytes: number): void;
+  /** `count` messages of `bytes` bytes each (default 1: one write; more: one publish to `count` subscribers). */
+  written(note: FrameNote, bytes: number, count?: number): void;
   replaced(note: FrameNote, bytes: number): void;
 }
 

@@ -50,6 +50,8 @@ type ListenWithOptions = (
 
 const OVERSIZE_GRACE_BYTES = 1024 * 1024;
 const decoder = new TextDecoder();
+/** Inside an `app.publish`: a close it causes (on any subscriber) is reported on a later turn. */
+let publishing = 0;
 
 /** The production engine: uWebSockets.js. Behaves as `listenWs` does (see ws-engine.ts). */
 export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
@@ -128,7 +130,7 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       c.ws = ws;
       live.add(c);
       try {
-        c.handlers = c.open(wrap(c));
+        c.handlers = c.open(wrap(c, app));
       } catch (err) {
         opts.onError?.(err);
         c.abandon?.();
@@ -166,7 +168,7 @@ export async function listenUws(opts: EngineOptions): Promise<AgentServer> {
       const reason = decoder.decode(message);
       // A close we started (or one during open) is reported on a later turn, never inside the call
       // that caused it, like `ws`, whose close event waits for the peer's answer.
-      if (c.selfClosed || c.busy > 0 || c.handlers === undefined)
+      if (c.selfClosed || c.busy > 0 || publishing > 0 || c.handlers === undefined)
         setImmediate(() => notifyClosed(c, code, reason));
       else notifyClosed(c, code, reason);
     },
@@ -376,8 +378,23 @@ function terminate(c: Conn): void {
   c.ws.close();
 }
 
-function wrap(c: Conn): ServerConnection {
+function wrap(c: Conn, app: TemplatedApp): ServerConnection {
+  const topics = {
+    subscribe: (topic: string) => !c.closed && c.ws !== undefined && c.ws.subscribe(topic),
+    unsubscribe: (topic: string) => {
+      if (!c.closed && c.ws !== undefined) c.ws.unsubscribe(topic);
+    },
+    publish: (topic: string, data: Uint8Array) => {
+      publishing++;
+      try {
+        app.publish(topic, data, true, false);
+      } finally {
+        publishing--;
+      }
+    },
+  };
   return {
+    topics,
     send: (data, binary) => {
       if (c.closed || c.ws === undefined) return;
       c.busy++;
