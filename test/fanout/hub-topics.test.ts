@@ -1,0 +1,224 @@
+/**
+ * A hub's topics (src/fanout/hub-topics.ts) driven directly, on a stand-in for an engine with pub/sub:
+ * who joins, what one publish counts, the topic's rate gate against a world sending above its declared
+ * rate, seq across leave (AWP-DAT-001), backpressure, frame taps and per-observer telemetry.
+ */
+import { describe, expect, it } from 'vitest';
+import { FLAG_KEYFRAME, peekFrame } from '../../src/protocol/frame.js';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
+import type { HubFrame } from '../../src/fanout/keyframe-cache.js';
+import { HubTopics, TOPIC_SCAN_MS } from '../../src/fanout/hub-topics.js';
+import { Subscriber, type SubscribedChannel } from '../../src/fanout/subscriber.js';
+import { WsStreamSink } from '../../src/fanout/ws-stream-sink.js';
+import type { FrameNote, OutboxObserver } from '../../src/transport/outbox.js';
+import type { ServerConnection } from '../../src/transport/engine.js';
+
+const MS = 1_000_000;
+const HIGH_WATER = 1024;
+
+/** A server with topics: publish hands the message to every subscribed connection. */
+class FakeServer {
+  readonly subscribers = new Map<string, Set<FakeConn>>();
+  publishes = 0;
+  publish(topic: string, data: Uint8Array): void {
+    this.publishes++;
+    for (const c of this.subscribers.get(topic) ?? []) c.received.push(data);
+  }
+}
+
+class FakeConn implements ServerConnection {
+  readonly received: Uint8Array[] = [];
+  buffered = 0;
+  readonly remoteAddress = '127.0.0.1';
+  readonly topics;
+  constructor(server: FakeServer) {
+    this.topics = {
+      subscribe: (t: string) => {
+        let s = server.subscribers.get(t);
+        if (s === undefined) server.subscribers.set(t, (s = new Set()));
+        s.add(this);
+        return true;
+      },
+      unsubscribe: (t: string) => {
+        server.subscribers.get(t)?.delete(this);
+      },
+      publish: (t: string, data: Uint8Array) => server.publish(t, data),
+    };
+  }
+  send(data: string | Uint8Array): void {
+    this.received.push(data as Uint8Array);
+  }
+  get bufferedAmount(): number {
+    return this.buffered;
+  }
+  close(): void {}
+  terminate(): void {}
+}
+
+class Counts implements OutboxObserver {
+  readonly tally = new Map<string, { n: number; bytes: number }>();
+  count(_channel: string, outcome: string, bytes: number, n = 1): void {
+    const t = this.tally.get(outcome) ?? { n: 0, bytes: 0 };
+    t.n += n;
+    t.bytes += bytes;
+    this.tally.set(outcome, t);
+  }
+  written(_note: FrameNote, bytes: number, n = 1): void {
+    this.count('c', 'forwarded', bytes * n, n);
+  }
+  replaced(_note: FrameNote, bytes: number): void {
+    this.count('c', 'replaced', bytes);
+  }
+  n(outcome: string): number {
+    return this.tally.get(outcome)?.n ?? 0;
+  }
+}
+
+function frame(seq: number, ts_ms: number, channel_id = 1): HubFrame {
+  const buf = encodeFrame({
+    channel_id,
+    seq,
+    ts_mono_ns: ts_ms * MS,
+    ts_send_ns: ts_ms * MS + 2 * MS, // 2 ms of pipeline latency
+    flags: FLAG_KEYFRAME,
+    payload: new Uint8Array(16),
+    vendor: [],
+  });
+  const h = peekFrame(buf);
+  return { buf, channel_id, seq, ts_mono_ns: h.ts_mono_ns, ts_send_ns: h.ts_send_ns, flags: h.flags };
+}
+
+const proprio: SubscribedChannel = {
+  name: 'proprio',
+  channel_id: 1,
+  rate_hz: 100,
+  latest_wins: true,
+  per_tick: false,
+  stale_after_ms: 50,
+};
+
+interface Observer {
+  sub: Subscriber | null;
+  readonly conn: FakeConn;
+}
+
+function setup(n: number, declared = 100) {
+  const server = new FakeServer();
+  const counts = new Counts();
+  const topics = new HubTopics<Observer>('hub', {
+    highWaterBytes: HIGH_WATER,
+    frames: counts,
+    declaredRate: () => declared,
+  });
+  const observers: Observer[] = [];
+  for (let i = 0; i < n; i++) {
+    const conn = new FakeConn(server);
+    const sub = new Subscriber({ send: () => undefined, bufferedAmount: 0 }, HIGH_WATER, 1 << 20);
+    sub.subscribe(proprio);
+    sub.attachStream(new WsStreamSink(conn, HIGH_WATER, 1 << 20, counts));
+    observers.push({ sub, conn });
+  }
+  const note = { received_at: 0, channel: 'proprio' };
+  /** A frame as the hub fans it out: published to members, then offered to the others one by one. */
+  const fanOut = (f: HubFrame, now: number) => {
+    topics.publish(f, note, now);
+    for (const o of topics.targets(1, observers)) {
+      if (o.sub?.deliver(f, note) === 'forwarded') topics.consider(o, o.sub, 1);
+    }
+  };
+  return { server, counts, topics, observers, fanOut };
+}
+
+function seqs(conn: FakeConn): number[] {
+  return conn.received.map((b) => peekFrame(b as Buffer).seq);
+}
+
+describe('hub topics', () => {
+  it('steady-state subscribers join after an individual delivery; then one publish per frame, counted once per member', () => {
+    const { server, counts, topics, observers, fanOut } = setup(3);
+    fanOut(frame(1, 0), 0); // the restart keyframe (resync), individually
+    fanOut(frame(2, 10), 10); // the second one leaves them eligible: they join
+    expect(topics.members(1)).toBe(3);
+    const before = server.publishes;
+    for (let s = 3; s <= 12; s++) fanOut(frame(s, (s - 1) * 10), (s - 1) * 10);
+    expect(server.publishes - before).toBe(10);
+    expect(topics.targets(1, observers)).toEqual([]);
+    for (const o of observers) expect(seqs(o.conn)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    expect(counts.n('forwarded')).toBe(3 * 12);
+  });
+
+  it('AWP-DAT-003 a world sending twice its declared rate gets members no more than their gates would pass', () => {
+    const { counts, topics, observers, fanOut } = setup(2);
+    for (let s = 1; s <= 400; s++) fanOut(frame(s, s * 5), s * 5); // 200 Hz for 2 s, declared 100 Hz
+    expect(topics.members(1)).toBe(2);
+    for (const o of observers) {
+      const got = seqs(o.conn);
+      expect(got.length).toBeGreaterThanOrEqual(195);
+      expect(got.length).toBeLessThanOrEqual(205);
+    }
+    expect(counts.n('downsampled') + counts.n('forwarded')).toBe(2 * 400);
+  });
+
+  it('a subscriber granted less than the declared rate keeps its own gate (never a member)', () => {
+    const { topics, fanOut } = setup(1, 200);
+    for (let s = 1; s <= 20; s++) fanOut(frame(s, s * 10), s * 10);
+    expect(topics.members(1)).toBe(0);
+  });
+
+  it('AWP-DAT-001 a member held up by backpressure leaves at the next scan with the topic last seq; seq goes on above it', () => {
+    const { topics, observers, fanOut } = setup(2);
+    fanOut(frame(1, 0), 0);
+    fanOut(frame(2, 10), 10);
+    expect(topics.members(1)).toBe(2);
+    const slow = observers[1]!;
+    slow.conn.buffered = HIGH_WATER; // the engine holds high water for it
+    let t = 20;
+    let s = 3;
+    for (; t <= 20 + TOPIC_SCAN_MS; t += 10, s++) fanOut(frame(s, t), t);
+    expect(topics.members(1)).toBe(1);
+    expect(slow.sub!.isMember(1)).toBe(false);
+    // It left at the scan before frame 3 with the topic's last seq (2); 3-5 went to its latest-wins slot.
+    expect(seqs(slow.conn)).toEqual([1, 2]);
+    expect(slow.sub!.positions().get('proprio')).toBe(5);
+    // Back below high water: its next frame goes individually, then it joins again.
+    slow.conn.buffered = 0;
+    for (let i = 0; i < 3; i++, t += 10, s++) fanOut(frame(s, t), t);
+    expect(topics.members(1)).toBe(2);
+    for (const o of observers) {
+      const got = seqs(o.conn);
+      for (let i = 1; i < got.length; i++) expect(got[i]!).toBeGreaterThan(got[i - 1]!);
+    }
+    // The fast one missed nothing.
+    expect(seqs(observers[0]!.conn)).toEqual(Array.from({ length: s - 1 }, (_, i) => i + 1));
+  });
+
+  it('a frame tap makes the channel leave its topic; telemetry counts what the member received through it', () => {
+    const { topics, observers, fanOut } = setup(1);
+    const o = observers[0]!;
+    for (let s = 1; s <= 10; s++) fanOut(frame(s, s * 10), s * 10);
+    expect(topics.members(1)).toBe(1);
+    const taken = o.sub!.takeTelemetry();
+    expect(taken.channels.get(1)?.count).toBe(10);
+    expect(taken.channels.get(1)?.p50).toBe(2 * MS);
+    const tapped: number[] = [];
+    o.sub!.frameTap = (f) => tapped.push(f.seq);
+    expect(topics.members(1)).toBe(0);
+    for (let s = 11; s <= 15; s++) fanOut(frame(s, s * 10), s * 10);
+    expect(tapped).toEqual([11, 12, 13, 14, 15]);
+    expect(topics.members(1)).toBe(0);
+    expect(o.sub!.takeTelemetry().channels.get(1)?.count).toBe(5);
+  });
+
+  it('stream lost, unsubscribe and a new grant leave the topic', () => {
+    const { topics, observers, fanOut } = setup(3);
+    fanOut(frame(1, 0), 0);
+    fanOut(frame(2, 10), 10);
+    expect(topics.members(1)).toBe(3);
+    const [a, b, c] = observers as [Observer, Observer, Observer];
+    a.sub!.closeStream(1000, 'test');
+    b.sub!.unsubscribe(1);
+    c.sub!.subscribe({ ...proprio, rate_hz: 50 });
+    expect(topics.members(1)).toBe(0);
+    expect(c.sub!.positions().get('proprio')).toBe(2);
+  });
+});
