@@ -97,7 +97,7 @@ export class ChannelHub {
     this.fanout = new FanoutScheduler((o, frame, note) => this.offer(o, frame, note, false), ctx);
     // Lockstep frames are never superseded nor downsampled: only streaming hubs have topics.
     this.topics =
-      mode === 'streaming'
+      mode === 'streaming' && process.env.AWP_EDGE_NO_TOPICS === undefined
         ? new HubTopics(`awp-hub-${randomBytes(6).toString('hex')}`, {
             highWaterBytes: ctx.highWaterBytes,
             frames: ctx.frames,
@@ -360,7 +360,7 @@ export class ChannelHub {
     switch (outcome) {
       case 'forwarded':
         o.firstActivity(now);
-        if (!start) this.topics?.consider(o, sub, frame.channel_id);
+        if (!start) this.topics?.consider(o, sub, frame);
         break;
       case 'downsampled':
         this.ctx.frames.count(channel, 'downsampled', frame.buf.length);

@@ -27,6 +27,13 @@ import type { HubFrame } from './keyframe-cache.js';
 import { RateGate } from './rate-gate.js';
 import type { Membership, Subscriber, TopicPort } from './subscriber.js';
 
+/**
+ * Frames this large or larger are written one by one: uWS publishes them at once to every subscriber
+ * (`publishBig`, its cork buffer's size), a write per subscriber in one call that the hub's time-bounded
+ * passes (hub-fanout.ts) cannot split, and the per-write saving is small next to the bytes. Smaller ones
+ * uWS queues and writes, corked, per subscriber once per loop iteration.
+ */
+export const TOPIC_MAX_FRAME_BYTES = 16 * 1024;
 /** How often members' engine buffers are read, at most (ms; before a publish). */
 export const TOPIC_SCAN_MS = 20;
 /** Pipeline latency samples a topic keeps for members that have not taken them (oldest dropped beyond). */
@@ -112,6 +119,14 @@ class ChannelTopic {
     const n = this.members.size;
     if (n === 0 || frame.seq <= this.lastSeq) return;
     const bytes = frame.buf.length;
+    if (bytes >= TOPIC_MAX_FRAME_BYTES) {
+      // Everyone leaves: this frame and what follows go one by one (hub-fanout.ts).
+      for (const m of [...this.members]) {
+        m.sub.leaveTopic(this.channel_id);
+        this.remove(m);
+      }
+      return;
+    }
     if (!this.gate.pass(frame.ts_mono_ns)) {
       ctx.frames.count(note.channel, 'downsampled', n * bytes, n);
       return;
@@ -153,8 +168,10 @@ export class HubTopics<T extends { readonly sub: Subscriber | null }> {
     private readonly ctx: TopicsContext,
   ) {}
 
-  /** After an individual delivery on the channel: the subscriber's channel joins its topic if it may. */
-  consider(o: T, sub: Subscriber, channel_id: number): void {
+  /** After an individual delivery of `frame`: the subscriber's channel joins its topic if it may. */
+  consider(o: T, sub: Subscriber, frame: HubFrame): void {
+    if (frame.buf.length >= TOPIC_MAX_FRAME_BYTES) return;
+    const channel_id = frame.channel_id;
     const j = sub.joinable(channel_id, this.ctx.highWaterBytes);
     if (j === null) return;
     const declared = this.ctx.declaredRate(j.name);

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { FLAG_KEYFRAME, peekFrame } from '../../src/protocol/frame.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import type { HubFrame } from '../../src/fanout/keyframe-cache.js';
-import { HubTopics, TOPIC_SCAN_MS } from '../../src/fanout/hub-topics.js';
+import { HubTopics, TOPIC_MAX_FRAME_BYTES, TOPIC_SCAN_MS } from '../../src/fanout/hub-topics.js';
 import { Subscriber, type SubscribedChannel } from '../../src/fanout/subscriber.js';
 import { WsStreamSink } from '../../src/fanout/ws-stream-sink.js';
 import type { FrameNote, OutboxObserver } from '../../src/transport/outbox.js';
@@ -74,14 +74,14 @@ class Counts implements OutboxObserver {
   }
 }
 
-function frame(seq: number, ts_ms: number, channel_id = 1): HubFrame {
+function frame(seq: number, ts_ms: number, channel_id = 1, bytes = 16): HubFrame {
   const buf = encodeFrame({
     channel_id,
     seq,
     ts_mono_ns: ts_ms * MS,
     ts_send_ns: ts_ms * MS + 2 * MS, // 2 ms of pipeline latency
     flags: FLAG_KEYFRAME,
-    payload: new Uint8Array(16),
+    payload: new Uint8Array(bytes),
     vendor: [],
   });
   const h = peekFrame(buf);
@@ -123,7 +123,7 @@ function setup(n: number, declared = 100) {
   const fanOut = (f: HubFrame, now: number) => {
     topics.publish(f, note, now);
     for (const o of topics.targets(1, observers)) {
-      if (o.sub?.deliver(f, note) === 'forwarded') topics.consider(o, o.sub, 1);
+      if (o.sub?.deliver(f, note) === 'forwarded') topics.consider(o, o.sub, f);
     }
   };
   return { server, counts, topics, observers, fanOut };
@@ -207,6 +207,22 @@ describe('hub topics', () => {
     expect(tapped).toEqual([11, 12, 13, 14, 15]);
     expect(topics.members(1)).toBe(0);
     expect(o.sub!.takeTelemetry().channels.get(1)?.count).toBe(5);
+  });
+
+  it('frames of TOPIC_MAX_FRAME_BYTES or more are written one by one: members leave, none joins on them', () => {
+    const { server, topics, observers, fanOut } = setup(2);
+    fanOut(frame(1, 0), 0);
+    fanOut(frame(2, 10), 10);
+    expect(topics.members(1)).toBe(2);
+    const published = server.publishes;
+    fanOut(frame(3, 20, 1, TOPIC_MAX_FRAME_BYTES), 20);
+    expect(topics.members(1)).toBe(0);
+    fanOut(frame(4, 30, 1, TOPIC_MAX_FRAME_BYTES), 30);
+    expect(topics.members(1)).toBe(0);
+    expect(server.publishes).toBe(published);
+    for (const o of observers) expect(seqs(o.conn)).toEqual([1, 2, 3, 4]);
+    fanOut(frame(5, 40), 40); // small again: they join after this one
+    expect(topics.members(1)).toBe(2);
   });
 
   it('stream lost, unsubscribe and a new grant leave the topic', () => {

@@ -76,35 +76,33 @@ describe.skipIf(!uwsLoads())('hub topics on uWebSockets.js (issue 15 item 3)', (
       const topics = topicsOf(hub);
       const proprio = a.ids.get('proprio')!;
       const camera = a.ids.get('camera')!;
-      await until(
-        () => topics.members(proprio) === 4 && topics.members(camera) === 4,
-        5000,
-        'all four in both topics',
-      );
+      await until(() => topics.members(proprio) === 4, 5000, 'all four in the proprio topic');
+      // 64 KiB camera frames are written one by one (TOPIC_MAX_FRAME_BYTES): no camera topic.
+      expect(topics.members(camera)).toBe(0);
 
       // The slow observer stops reading its stream connection.
       const stallAt = slow.now();
       slow.stallStream();
-      await until(() => topics.members(camera) === 3, 8000, 'the stalled observer to leave the camera topic');
+      await until(
+        () => topics.members(proprio) === 3,
+        8000,
+        'the stalled observer to leave the proprio topic',
+      );
       const leftAt = slow.now();
       await sleep(1000);
       // The others keep full rate through the topic meanwhile (100 Hz; generous for a loaded machine).
       const windowFrom = slow.now() - 1e9;
       for (const o of [a, b, c]) expect(framesWithin(o, 'proprio', windowFrom)).toBeGreaterThan(70);
-      expect(topics.members(proprio)).toBeGreaterThanOrEqual(3);
+      expect(topics.members(proprio)).toBe(3);
       const held = slow.log('camera').count;
 
       // It reads again: what waited arrives, then newest frames; it joins the topics again.
       socketOfStream(slow).resume();
-      await until(
-        () => topics.members(proprio) === 4 && topics.members(camera) === 4,
-        8000,
-        'the slow observer to rejoin both topics',
-      );
+      await until(() => topics.members(proprio) === 4, 8000, 'the slow observer to rejoin the proprio topic');
       const rejoinedAt = slow.now();
       await sleep(500);
       console.log(
-        `stalled at ${(stallAt / 1e6).toFixed(0)} ms, left the camera topic ${((leftAt - stallAt) / 1e6).toFixed(0)} ms later, ` +
+        `stalled at ${(stallAt / 1e6).toFixed(0)} ms, left the proprio topic ${((leftAt - stallAt) / 1e6).toFixed(0)} ms later, ` +
           `rejoined ${((rejoinedAt - leftAt) / 1e6).toFixed(0)} ms after leaving; camera frames: ${held} before it read again, ` +
           `${slow.log('camera').count} now; others ${a.log('camera').count}, ${b.log('camera').count}, ${c.log('camera').count}`,
       );
