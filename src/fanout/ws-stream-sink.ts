@@ -40,7 +40,18 @@ export class WsStreamSink implements StreamSink {
   }
 }
 
+/**
+ * A topic nothing is published to, which every stream connection in a topic stays subscribed to: uWS frees
+ * a connection's subscriber state when it leaves its last topic, and with it the frames published to the
+ * connection but not yet written (uWS writes small ones once per loop iteration). Anchored, they are
+ * written before anything sent to the connection later, so seq order holds across a leave and what was
+ * counted forwarded is sent.
+ */
+const ANCHOR_TOPIC = 'awp-edge/anchor';
+
 class WsTopicPort implements TopicPort {
+  private anchored = false;
+
   constructor(
     private readonly conn: ServerConnection,
     private readonly topics: ConnectionTopics,
@@ -57,7 +68,8 @@ class WsTopicPort implements TopicPort {
   }
 
   join(topic: string): boolean {
-    return this.topics.subscribe(topic);
+    if (!this.anchored) this.anchored = this.topics.subscribe(ANCHOR_TOPIC);
+    return this.anchored && this.topics.subscribe(topic);
   }
 
   leave(topic: string): void {
