@@ -187,8 +187,9 @@ export class Subscriber {
    */
   joinable(channel_id: number, highWaterBytes: number): Joinable | null {
     const port = this.stream?.topics;
+    if (port === undefined || this.tap !== undefined) return null; // no pub/sub (the `ws` engine): at once
     const c = this.channels.get(channel_id);
-    if (port === undefined || c === undefined || c.member !== null || this.tap !== undefined) return null;
+    if (c === undefined || c.member !== null) return null;
     if (!c.sub.latest_wins || c.sub.per_tick || c.offset !== 0) return null;
     if (c.restart || c.resyncWaiting || c.down) return null;
     if (!port.idle || port.bufferedAmount >= highWaterBytes) return null;
