@@ -97,7 +97,7 @@ export class ChannelHub {
     this.fanout = new FanoutScheduler((o, frame, note) => this.offer(o, frame, note, false), ctx);
     // Lockstep frames are never superseded nor downsampled: only streaming hubs have topics.
     this.topics =
-      mode === 'streaming' && process.env.AWP_EDGE_NO_TOPICS === undefined
+      mode === 'streaming'
         ? new HubTopics(`awp-hub-${randomBytes(6).toString('hex')}`, {
             highWaterBytes: ctx.highWaterBytes,
             frames: ctx.frames,

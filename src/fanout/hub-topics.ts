@@ -5,10 +5,10 @@
  * (`Subscriber.deliver`); a channel moves between the two:
  *
  * - It joins (`consider`) after an individual delivery that leaves it eligible (`Subscriber.joinable`: a
- *   `ws` stream with pub/sub, full rate, not restarting, no resync pending, not renumbered, not recorded,
- *   nothing queued and the engine below high water).
+ *   `ws` stream with pub/sub, full rate, not restarting, no resync pending, not renumbered, nothing queued
+ *   and the engine below high water).
  * - It leaves (`Subscriber.leaveTopic`/`leaveTopics`) on a new grant, unsubscribe, stream lost or replaced,
- *   resumed or released session, a frame tap, and when the engine holds high water for it: the engine's
+ *   resumed or released session, a new frame tap, and when the engine holds high water for it: the engine's
  *   per-connection limit is off (maxBackpressure 0), so the members' buffers are read every
  *   `TOPIC_SCAN_MS` before a publish, and a slow member leaves with at most what was published meanwhile
  *   beyond high water. Once left, its frames wait in its outbox's latest-wins slots again.
@@ -20,11 +20,14 @@
  * - Metrics: one publish counts `forwarded` once with n = members (and one forward-latency observation);
  *   the topic keeps the pipeline latency of what it published once, members take their share of it for
  *   their session.telemetry (AWP-TIM-006).
+ * - Recorded sessions (issue 14) are members too: the topic tells each one's tap of every frame it
+ *   publishes, as `Subscriber.deliver` would, so recording costs a reference per delivery, not the write.
  */
 import type { FrameMetrics } from '../telemetry/frame-metrics.js';
 import type { FrameNote } from '../transport/outbox.js';
 import type { HubFrame } from './keyframe-cache.js';
 import { RateGate } from './rate-gate.js';
+import type { FrameTap } from './observer-tap.js';
 import type { Membership, Subscriber, TopicPort } from './subscriber.js';
 
 /**
@@ -56,6 +59,8 @@ class Member implements Membership {
     readonly port: TopicPort,
     /** Whether the member is still what its session delivers to (the same Subscriber and stream). */
     readonly current: () => boolean,
+    /** The flight recorder's tap of the session, if it is recorded. */
+    readonly tap: FrameTap | undefined,
   ) {
     this.cursor = topic.end;
   }
@@ -81,6 +86,8 @@ class Member implements Membership {
 
 class ChannelTopic {
   readonly members = new Set<Member>();
+  /** The members whose sessions are recorded. */
+  private readonly tapped = new Set<Member>();
   lastSeq = -1;
   readonly gate: RateGate;
   private samples: number[] = [];
@@ -106,11 +113,13 @@ class ChannelTopic {
 
   add(m: Member): void {
     this.members.add(m);
+    if (m.tap !== undefined) this.tapped.add(m);
     this.changed(this.channel_id);
   }
 
   remove(m: Member): void {
     if (!this.members.delete(m)) return;
+    this.tapped.delete(m);
     m.port.leave(this.name);
     this.changed(this.channel_id);
   }
@@ -136,6 +145,7 @@ class ChannelTopic {
     // The server's publish: any member's connection reaches it.
     const first = this.members.values().next().value!;
     first.port.publish(this.name, frame, note, n);
+    for (const m of this.tapped) m.tap!(frame, true);
   }
 
   /** Slow or stale members leave; samples every member has taken are let go. */
@@ -182,7 +192,7 @@ export class HubTopics<T extends { readonly sub: Subscriber | null }> {
     if (topic.members.size === 0) topic.gate.follow(j.gate);
     topic.lastSeq = Math.max(topic.lastSeq, j.lastSeq);
     const port = j.port;
-    const m = new Member(topic, sub, port, () => o.sub === sub && sub.isMember(channel_id));
+    const m = new Member(topic, sub, port, () => o.sub === sub && sub.isMember(channel_id), j.tap);
     topic.add(m);
     sub.joined(channel_id, m);
   }

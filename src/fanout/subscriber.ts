@@ -66,6 +66,8 @@ export interface Joinable {
   readonly rate_hz: number | null;
   readonly lastSeq: number;
   readonly gate: RateGate;
+  /** The flight recorder's tap of the session: the topic tells it of every frame it publishes. */
+  readonly tap: FrameTap | undefined;
 }
 
 export type Delivery =
@@ -114,15 +116,16 @@ export class Subscriber {
   }
 
   /**
-   * The flight recorder's, when it records this session: told of every frame delivered (issue 14). A
-   * frame published to a topic reaches no tap: channels leave their topics when one is set.
+   * The flight recorder's, when it records this session: told of every frame delivered (issue 14), by its
+   * topic for a member (hub-topics.ts), which takes the tap the channel had when it joined: channels leave
+   * their topics when it changes.
    */
   get frameTap(): FrameTap | undefined {
     return this.tap;
   }
 
   set frameTap(tap: FrameTap | undefined) {
-    if (tap !== undefined) this.leaveTopics();
+    if (tap !== this.tap) this.leaveTopics();
     this.tap = tap;
   }
 
@@ -182,18 +185,25 @@ export class Subscriber {
 
   /**
    * What the channel brings to its hub's topic, if it may join now: a `ws` stream connection with pub/sub,
-   * a latest-wins channel in its steady state (not restarting, no resync pending, not renumbered, not
-   * recorded), nothing queued for the connection and the engine below `highWaterBytes`.
+   * a latest-wins channel in its steady state (not restarting, no resync pending, not renumbered), nothing
+   * queued for the connection and the engine below `highWaterBytes`.
    */
   joinable(channel_id: number, highWaterBytes: number): Joinable | null {
     const port = this.stream?.topics;
-    if (port === undefined || this.tap !== undefined) return null; // no pub/sub (the `ws` engine): at once
+    if (port === undefined) return null; // no pub/sub (the `ws` engine): at once
     const c = this.channels.get(channel_id);
     if (c === undefined || c.member !== null) return null;
     if (!c.sub.latest_wins || c.sub.per_tick || c.offset !== 0) return null;
     if (c.restart || c.resyncWaiting || c.down) return null;
     if (!port.idle || port.bufferedAmount >= highWaterBytes) return null;
-    return { port, name: c.sub.name, rate_hz: gatedRate(c.sub), lastSeq: c.lastSeq, gate: c.gate };
+    return {
+      port,
+      name: c.sub.name,
+      rate_hz: gatedRate(c.sub),
+      lastSeq: c.lastSeq,
+      gate: c.gate,
+      tap: this.tap,
+    };
   }
 
   /** The channel joined its hub's topic. */

@@ -1,7 +1,7 @@
 /**
  * A hub's topics (src/fanout/hub-topics.ts) driven directly, on a stand-in for an engine with pub/sub:
  * who joins, what one publish counts, the topic's rate gate against a world sending above its declared
- * rate, seq across leave (AWP-DAT-001), backpressure, frame taps and per-observer telemetry.
+ * rate, seq across leave (AWP-DAT-001), backpressure, recorded members' taps and per-observer telemetry.
  */
 import { describe, expect, it } from 'vitest';
 import { FLAG_KEYFRAME, peekFrame } from '../../src/protocol/frame.js';
@@ -192,21 +192,29 @@ describe('hub topics', () => {
     expect(seqs(observers[0]!.conn)).toEqual(Array.from({ length: s - 1 }, (_, i) => i + 1));
   });
 
-  it('a frame tap makes the channel leave its topic; telemetry counts what the member received through it', () => {
-    const { topics, observers, fanOut } = setup(1);
-    const o = observers[0]!;
+  it('a recorded session is a member too: its tap hears every frame the topic publishes; telemetry counts them', () => {
+    const { server, topics, observers, fanOut } = setup(2);
+    const [o, other] = observers as [Observer, Observer];
     for (let s = 1; s <= 10; s++) fanOut(frame(s, s * 10), s * 10);
-    expect(topics.members(1)).toBe(1);
+    expect(topics.members(1)).toBe(2);
     const taken = o.sub!.takeTelemetry();
     expect(taken.channels.get(1)?.count).toBe(10);
     expect(taken.channels.get(1)?.p50).toBe(2 * MS);
-    const tapped: number[] = [];
-    o.sub!.frameTap = (f) => tapped.push(f.seq);
-    expect(topics.members(1)).toBe(0);
+    const tapped: [number, boolean][] = [];
+    o.sub!.frameTap = (f, onStream) => tapped.push([f.seq, onStream]);
+    // A new tap: the channel leaves, takes frame 11 one by one (tapped there), and rejoins with the tap.
+    expect(topics.members(1)).toBe(1);
+    const published = server.publishes;
     for (let s = 11; s <= 15; s++) fanOut(frame(s, s * 10), s * 10);
-    expect(tapped).toEqual([11, 12, 13, 14, 15]);
-    expect(topics.members(1)).toBe(0);
+    expect(topics.members(1)).toBe(2);
+    expect(server.publishes - published).toBe(5); // frame 11 to the other member, 12-15 to both
+    expect(tapped).toEqual([11, 12, 13, 14, 15].map((s) => [s, true]));
+    for (const x of [o, other]) expect(seqs(x.conn)).toEqual(Array.from({ length: 15 }, (_, i) => i + 1));
     expect(o.sub!.takeTelemetry().channels.get(1)?.count).toBe(5);
+    o.sub!.frameTap = undefined; // the recording ends: leaves, and no tap hears frames after it
+    for (let s = 16; s <= 18; s++) fanOut(frame(s, s * 10), s * 10);
+    expect(tapped).toHaveLength(5);
+    expect(topics.members(1)).toBe(2);
   });
 
   it('frames of TOPIC_MAX_FRAME_BYTES or more are written one by one: members leave, none joins on them', () => {
