@@ -147,6 +147,18 @@ describe('hub topics', () => {
     expect(counts.n('forwarded')).toBe(3 * 12);
   });
 
+  it('AWP-DAT-001 a world repeating or going back in seq publishes nothing to members', () => {
+    const { server, topics, observers, fanOut } = setup(2);
+    for (let s = 1; s <= 5; s++) fanOut(frame(s, s * 10), s * 10);
+    expect(topics.members(1)).toBe(2);
+    const before = server.publishes;
+    fanOut(frame(5, 60), 60); // a repeat
+    fanOut(frame(3, 70), 70); // back in time
+    expect(server.publishes).toBe(before);
+    fanOut(frame(6, 80), 80);
+    for (const o of observers) expect(seqs(o.conn)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
   it('AWP-DAT-003 a world sending twice its declared rate gets members no more than their gates would pass', () => {
     const { counts, topics, observers, fanOut } = setup(2);
     for (let s = 1; s <= 400; s++) fanOut(frame(s, s * 5), s * 5); // 200 Hz for 2 s, declared 100 Hz
