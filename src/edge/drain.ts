@@ -53,6 +53,7 @@ export function sampleGauges(ctx: EdgeContext, routes: readonly RouteRuntime[]):
   const m = ctx.metrics;
   m.sessions.reset();
   m.journalEntries.reset();
+  m.topicMembers.reset();
   for (const r of routes) {
     m.journalEntries.labels(r.name).set(0);
     m.sessions.labels(r.name, 'relay', 'attached').set(0);
@@ -68,6 +69,7 @@ export function sampleGauges(ctx: EdgeContext, routes: readonly RouteRuntime[]):
         m.sessions.labels(r.name, 'observer', o.attached ? 'attached' : 'suspended').inc();
         m.journalEntries.labels(r.name).inc(o.journal.size);
       }
+      for (const [channel, n] of hub.topicMembers()) m.topicMembers.labels(r.name, channel).inc(n);
     }
   }
 }

@@ -15,7 +15,7 @@ import { indexChannels } from './hub-passes.js';
 import type { UpstreamGrant } from './hub-channels.js';
 import { missingChannels, unionOfNeeds, type Need, type Subscription } from './hub-demand.js';
 import { HubUpstream, type HubUpstreamEffect } from './hub-upstream.js';
-import { HubTopics } from './hub-topics.js';
+import { HubTopics, TopicShard, targetWeight, type TopicTarget } from './hub-topics.js';
 import { KeyframeCache, type HubFrame } from './keyframe-cache.js';
 import { DegradedWatch } from './degraded-watch.js';
 import type { ObserverHost } from './observer-effects.js';
@@ -60,7 +60,7 @@ export class ChannelHub {
   /** Subscribers by channel (new arrays on every change: passes keep the ones they started with). */
   private byChannel = new Map<number, ObserverShell[]>();
   private latestWins = new Set<number>();
-  private readonly fanout: FanoutScheduler<ObserverShell>;
+  private readonly fanout: FanoutScheduler<TopicTarget<ObserverShell>>;
   private readonly cache = new KeyframeCache();
   /** Opens and resumes that arrived before the upstream session was ready (run when it is, or fails). */
   private readonly opening: (() => void)[] = [];
@@ -94,7 +94,15 @@ export class ChannelHub {
       wantsStream: () => this.upstream.isReady,
     });
     this.host = this.upstream.observerHost((base) => ctx.endpoints(base));
-    this.fanout = new FanoutScheduler((o, frame, note) => this.offer(o, frame, note, false), ctx);
+    this.fanout = new FanoutScheduler<TopicTarget<ObserverShell>>(
+      (t, frame, note) => {
+        if (t instanceof TopicShard) return t.publish(frame, note);
+        this.offer(t, frame, note, false);
+        return 0;
+      },
+      ctx,
+      targetWeight,
+    );
     // Lockstep frames are never superseded nor downsampled: only streaming hubs have topics.
     this.topics =
       mode === 'streaming'
@@ -341,12 +349,8 @@ export class ChannelHub {
     const subs = this.byChannel.get(frame.channel_id);
     if (subs === undefined) return;
     const note = { received_at: now, channel }; // one per frame, shared by every subscriber
-    // Topic members first, in one publish each; the others in passes that yield to I/O (hub-fanout.ts).
-    let targets: readonly ObserverShell[] = subs;
-    if (this.topics !== null) {
-      this.topics.publish(frame, note, now);
-      targets = this.topics.targets(frame.channel_id, subs);
-    }
+    // Observers, and shards of topic members (one publish each), in passes that yield to I/O (hub-fanout.ts).
+    const targets = this.topics === null ? subs : this.topics.targets(frame, note, now, subs);
     // Lockstep frames are never superseded.
     const latest = this.mode === 'streaming' && this.latestWins.has(frame.channel_id);
     this.fanout.add(frame, note, targets, latest);
@@ -425,6 +429,15 @@ export class ChannelHub {
     }
     this.retire();
     await Promise.all(moved);
+  }
+
+  /** Channels' topic members by channel name (none on an engine without pub/sub). */
+  *topicMembers(): IterableIterator<[string, number]> {
+    if (this.topics === null) return;
+    for (const [name, g] of this.upstream.grants) {
+      const n = this.topics.members(g.channel_id);
+      if (n > 0) yield [name, n];
+    }
   }
 
   grants(): ReadonlyMap<string, UpstreamGrant> {

@@ -27,16 +27,26 @@ export interface FanoutContext {
 export class FanoutScheduler<T> {
   private readonly passes: HubPasses<T>;
   private scheduled = false;
+  /** The engine's work after this slice that its offers caused (ms; queued publishes, hub-topics.ts). */
+  private deferredMs = 0;
 
+  /**
+   * `offer` returns the work it leaves to the engine after the turn (ms), which the slice's budget counts;
+   * `weight` says how many subscribers a target stands for.
+   */
   constructor(
-    offer: (target: T, frame: HubFrame, note: FrameNote) => void,
+    offer: (target: T, frame: HubFrame, note: FrameNote) => number,
     private readonly ctx: FanoutContext,
+    weight?: (target: T) => number,
     private readonly budgetMs = SLICE_BUDGET_MS,
     private readonly maxOrdered = MAX_ORDERED_BACKLOG,
   ) {
     this.passes = new HubPasses({
-      offer,
+      offer: (t, f, note) => {
+        this.deferredMs += offer(t, f, note);
+      },
       superseded: (f, note, n) => ctx.frames.count(note.channel, 'replaced', n * f.buf.length, n),
+      ...(weight !== undefined && { weight }),
     });
   }
 
@@ -70,6 +80,7 @@ export class FanoutScheduler<T> {
 
   private slice(): void {
     const end = this.ctx.now() + this.budgetMs;
-    if (this.passes.run(() => this.ctx.now() >= end)) this.schedule();
+    this.deferredMs = 0;
+    if (this.passes.run(() => this.ctx.now() + this.deferredMs >= end)) this.schedule();
   }
 }

@@ -10,7 +10,8 @@
  * - Every other frame (reliable, per-tick, any lockstep frame) is offered to every subscriber it had when
  *   it arrived, in arrival order: one FIFO whose head pass completes before the next begins, so no
  *   subscriber has one skipped or reordered (AWP-DAT-001/002).
- * Slices rotate between the FIFO and the latest-wins channels, a chunk of offers each; a latest-wins
+ * Slices rotate between the FIFO and the latest-wins channels, a chunk of offers each (a target that
+ * stands for several subscribers, a shard of a topic's members, counts as that many); a latest-wins
  * channel's chunk is in proportion to how many frames it brings (a 100 Hz channel gets ~3x the offers of a
  * 30 Hz one), so an overloaded edge delivers each subscriber the same share of every channel, in the mix
  * the world sends, rather than as many large frames as small ones.
@@ -49,6 +50,8 @@ export interface PassSink<T> {
   offer(target: T, frame: HubFrame, note: FrameNote): void;
   /** A latest-wins frame that `count` subscribers will not get: a newer one replaced it. */
   superseded(frame: HubFrame, note: FrameNote, count: number): void;
+  /** How many subscribers a target stands for (a shard of a topic's members, hub-topics.ts); default 1. */
+  weight?(target: T): number;
 }
 
 export class HubPasses<T> {
@@ -91,7 +94,7 @@ export class HubPasses<T> {
       return;
     }
     p.arrivals++;
-    if (p.left > 0 && p.frame !== null) this.sink.superseded(p.frame, p.note!, p.left);
+    if (p.left > 0 && p.frame !== null) this.sink.superseded(p.frame, p.note!, this.unserved(p));
     this.latestLeft += targets.length - p.left;
     p.frame = frame;
     p.note = note;
@@ -137,11 +140,27 @@ export class HubPasses<T> {
     this.latestLeft = 0;
   }
 
+  private weight(target: T): number {
+    return this.sink.weight?.(target) ?? 1;
+  }
+
+  /** Subscribers the pass has not served its frame yet. */
+  private unserved(p: LatestPass<T>): number {
+    if (this.sink.weight === undefined) return p.left;
+    let n = 0;
+    for (let i = 0, at = p.pos; i < p.left; i++, at = (at + 1) % p.targets.length)
+      n += this.weight(p.targets[at]!);
+    return n;
+  }
+
   private orderedChunk(): void {
     const p = this.ordered[this.head]!;
-    const end = Math.min(p.targets.length, p.next + CHUNK);
     // `next` moves before each offer: if one throws, the pass resumes with the subscriber after it.
-    while (p.next < end) this.sink.offer(p.targets[p.next++]!, p.frame, p.note);
+    for (let w = 0; w < CHUNK && p.next < p.targets.length;) {
+      const target = p.targets[p.next++]!;
+      w += this.weight(target);
+      this.sink.offer(target, p.frame, p.note);
+    }
     if (p.next < p.targets.length) return;
     this.ordered[this.head++] = undefined;
     if (this.head === this.ordered.length) {
@@ -153,11 +172,12 @@ export class HubPasses<T> {
     }
   }
 
+  /** Offers the pass's frame to targets standing for about `chunk` subscribers. */
   private latestChunk(p: LatestPass<T>, chunk: number): void {
-    const n = Math.min(chunk, p.left);
     const { frame, note, targets } = p;
-    for (let i = 0; i < n; i++) {
+    for (let w = 0; w < chunk && p.left > 0;) {
       const target = targets[p.pos]!;
+      w += this.weight(target);
       p.pos = (p.pos + 1) % targets.length;
       p.left--;
       this.latestLeft--;

@@ -1,8 +1,8 @@
 /**
- * A hub's topics (issue 15 item 3): on an engine with pub/sub (uWebSockets.js), the stream subscribers of a
- * latest-wins channel that are in their steady state are served with one `publish` per frame, fanned out
- * by the engine, instead of one write per subscriber. Everyone else keeps the per-observer path
- * (`Subscriber.deliver`); a channel moves between the two:
+ * A hub's topics (issue 15): on an engine with pub/sub (uWebSockets.js), the stream subscribers of a
+ * latest-wins channel that are in their steady state are served with one `publish` per frame and group of
+ * members, fanned out by the engine, instead of one write per subscriber. Everyone else keeps the
+ * per-observer path (`Subscriber.deliver`); a channel moves between the two:
  *
  * - It joins (`consider`) after an individual delivery that leaves it eligible (`Subscriber.joinable`: a
  *   `ws` stream with pub/sub, full rate, not restarting, no resync pending, not renumbered, nothing queued
@@ -10,18 +10,25 @@
  * - It leaves (`Subscriber.leaveTopic`/`leaveTopics`) on a new grant, unsubscribe, stream lost or replaced,
  *   resumed or released session, a new frame tap, and when the engine holds high water for it: the engine's
  *   per-connection limit is off (maxBackpressure 0), so the members' buffers are read every
- *   `TOPIC_SCAN_MS` before a publish, and a slow member leaves with at most what was published meanwhile
+ *   `TOPIC_SCAN_MS` as frames arrive, and a slow member leaves with at most what was published meanwhile
  *   beyond high water. Once left, its frames wait in its outbox's latest-wins slots again.
  * - One topic per channel and gate rate, with one rate gate: a world sending faster than it declared gets
  *   no more to members than their own gates would have passed; a leaving member's gate goes on from the
  *   topic's.
- * - seq: the topic publishes strictly increasing seqs; a member's last seq is the topic's, and becomes its
- *   own when it leaves (AWP-DAT-001 across join and leave).
+ * - A topic's members are split into shards (an engine topic each), and the shards are targets of the hub's
+ *   time-bounded passes (hub-passes.ts) like single observers: no event-loop turn writes a frame to a
+ *   thousand sockets at once, and a newer latest-wins frame supersedes an older one for the shards it has
+ *   not reached yet. The engine writes a small frame to a shard's members after the turn (once per loop
+ *   iteration), so a publish tells the pass what that will cost (`DEFERRED_MS_PER_DELIVERY`); large frames
+ *   it writes at once, in smaller shards (`SHARD_BYTES`).
+ * - seq: each shard publishes strictly increasing seqs; a member's last seq is its shard's, and becomes
+ *   its own when it leaves (AWP-DAT-001 across join and leave). A channel joins a shard that has already
+ *   had the frame it was just given, or a new one.
  * - Metrics: one publish counts `forwarded` once with n = members (and one forward-latency observation);
- *   the topic keeps the pipeline latency of what it published once, members take their share of it for
+ *   the topic keeps the pipeline latency of what it passed once, members take their share of it for
  *   their session.telemetry (AWP-TIM-006).
- * - Recorded sessions (issue 14) are members too: the topic tells each one's tap of every frame it
- *   publishes, as `Subscriber.deliver` would, so recording costs a reference per delivery, not the write.
+ * - Recorded sessions (issue 14) are members too: a shard tells each recorded member's tap of every frame
+ *   it publishes, as `Subscriber.deliver` would, so recording costs a reference per delivery, not the write.
  */
 import type { FrameMetrics } from '../telemetry/frame-metrics.js';
 import type { FrameNote } from '../transport/outbox.js';
@@ -30,15 +37,19 @@ import { RateGate } from './rate-gate.js';
 import type { FrameTap } from './observer-tap.js';
 import type { Membership, Subscriber, TopicPort } from './subscriber.js';
 
-/**
- * Frames this large or larger are written one by one: uWS publishes them at once to every subscriber
- * (`publishBig`, its cork buffer's size), a write per subscriber in one call that the hub's time-bounded
- * passes (hub-fanout.ts) cannot split, and the per-write saving is small next to the bytes. Smaller ones
- * uWS queues and writes, corked, per subscriber once per loop iteration.
- */
-export const TOPIC_MAX_FRAME_BYTES = 16 * 1024;
-/** How often members' engine buffers are read, at most (ms; before a publish). */
+/** How often members' engine buffers are read, at most (ms; as frames arrive). */
 export const TOPIC_SCAN_MS = 20;
+/** Members of a shard, at most: one publish writes to this many sockets. */
+export const SHARD_MAX_MEMBERS = 64;
+/** A shard of a topic whose frames are large holds fewer members: about this many bytes per publish. */
+export const SHARD_BYTES = 1024 * 1024;
+/**
+ * Frames smaller than this the engine queues and writes after the turn (uWS: its cork buffer); larger
+ * ones it writes in the publish itself.
+ */
+export const ENGINE_QUEUED_BELOW_BYTES = 16 * 1024;
+/** What the engine's write of a queued frame to one member costs later (ms; uWS publish, measured ~3 us). */
+export const DEFERRED_MS_PER_DELIVERY = 0.003;
 /** Pipeline latency samples a topic keeps for members that have not taken them (oldest dropped beyond). */
 const MAX_SAMPLES = 65_536;
 
@@ -54,7 +65,7 @@ class Member implements Membership {
   cursor: number;
 
   constructor(
-    readonly topic: ChannelTopic,
+    readonly shard: TopicShard,
     readonly sub: Subscriber,
     readonly port: TopicPort,
     /** Whether the member is still what its session delivers to (the same Subscriber and stream). */
@@ -62,114 +73,183 @@ class Member implements Membership {
     /** The flight recorder's tap of the session, if it is recorded. */
     readonly tap: FrameTap | undefined,
   ) {
-    this.cursor = topic.end;
+    this.cursor = shard.topic.end;
   }
 
   get lastSeq(): number {
-    return this.topic.lastSeq;
+    return this.shard.lastSeq;
   }
 
   get gate(): RateGate {
-    return this.topic.gate;
+    return this.shard.topic.gate;
   }
 
   takeLatency(): number[] {
-    const v = this.topic.samplesSince(this.cursor);
-    this.cursor = this.topic.end;
+    const t = this.shard.topic;
+    const v = t.samplesSince(this.cursor);
+    this.cursor = t.end;
     return v;
   }
 
   leave(): void {
-    this.topic.remove(this);
+    this.shard.remove(this);
   }
 }
 
-class ChannelTopic {
+/** A group of a topic's members, one engine topic: what a hub pass offers a frame to, as to an observer. */
+export class TopicShard {
   readonly members = new Set<Member>();
   /** The members whose sessions are recorded. */
   private readonly tapped = new Set<Member>();
-  lastSeq = -1;
-  readonly gate: RateGate;
-  private samples: number[] = [];
-  /** Index (since the topic began) of samples[0]. */
-  private base = 0;
 
   constructor(
+    readonly topic: ChannelTopic,
     readonly name: string,
-    readonly channel_id: number,
-    rate_hz: number | null,
-    private readonly changed: (channel_id: number) => void,
-  ) {
-    this.gate = RateGate.forRate(rate_hz);
-  }
+    /** The last seq published to this shard. */
+    public lastSeq: number,
+  ) {}
 
-  get end(): number {
-    return this.base + this.samples.length;
-  }
-
-  samplesSince(cursor: number): number[] {
-    return this.samples.slice(Math.max(0, cursor - this.base));
+  get size(): number {
+    return this.members.size;
   }
 
   add(m: Member): void {
     this.members.add(m);
     if (m.tap !== undefined) this.tapped.add(m);
-    this.changed(this.channel_id);
+    this.topic.changed();
   }
 
   remove(m: Member): void {
     if (!this.members.delete(m)) return;
     this.tapped.delete(m);
     m.port.leave(this.name);
-    this.changed(this.channel_id);
+    this.topic.changed();
   }
 
-  publish(frame: HubFrame, note: FrameNote, ctx: TopicsContext): void {
+  /** Publishes `frame` to the members; returns the engine's deferred work it caused (ms). */
+  publish(frame: HubFrame, note: FrameNote): number {
     const n = this.members.size;
-    if (n === 0 || frame.seq <= this.lastSeq) return;
-    const bytes = frame.buf.length;
-    if (bytes >= TOPIC_MAX_FRAME_BYTES) {
-      // Everyone leaves: this frame and what follows go one by one (hub-fanout.ts).
-      for (const m of [...this.members]) {
-        m.sub.leaveTopic(this.channel_id);
-        this.remove(m);
-      }
-      return;
-    }
-    if (!this.gate.pass(frame.ts_mono_ns)) {
-      ctx.frames.count(note.channel, 'downsampled', n * bytes, n);
-      return;
-    }
+    if (n === 0 || frame.seq <= this.lastSeq) return 0;
     this.lastSeq = frame.seq;
-    if (frame.ts_send_ns !== undefined) this.samples.push(frame.ts_send_ns - frame.ts_mono_ns);
     // The server's publish: any member's connection reaches it.
     const first = this.members.values().next().value!;
     first.port.publish(this.name, frame, note, n);
     for (const m of this.tapped) m.tap!(frame, true);
+    return frame.buf.length < ENGINE_QUEUED_BELOW_BYTES ? n * DEFERRED_MS_PER_DELIVERY : 0;
+  }
+}
+
+class ChannelTopic {
+  readonly shards: TopicShard[] = [];
+  /** The last seq that passed the gate (a world repeating or going back in seq passes nothing). */
+  lastSeq = -1;
+  readonly gate: RateGate;
+  private samples: number[] = [];
+  /** Index (since the topic began) of samples[0]. */
+  private base = 0;
+  private nextShard = 0;
+  private members = 0;
+
+  constructor(
+    readonly name: string,
+    readonly channel_id: number,
+    rate_hz: number | null,
+    /** Members per shard (fewer for large frames). */
+    private readonly shardSize: number,
+    private readonly onChange: (channel_id: number) => void,
+  ) {
+    this.gate = RateGate.forRate(rate_hz);
   }
 
-  /** Slow or stale members leave; samples every member has taken are let go. */
-  scan(highWaterBytes: number): void {
-    for (const m of [...this.members]) {
-      if (m.current() && m.port.bufferedAmount < highWaterBytes) continue;
-      m.sub.leaveTopic(this.channel_id);
-      this.remove(m); // if its session no longer holds it
+  get size(): number {
+    return this.members;
+  }
+
+  get end(): number {
+    return this.base + this.samples.length;
+  }
+
+  changed(): void {
+    this.members = this.shards.reduce((n, s) => n + s.size, 0);
+    this.onChange(this.channel_id);
+  }
+
+  samplesSince(cursor: number): number[] {
+    return this.samples.slice(Math.max(0, cursor - this.base));
+  }
+
+  /** A shard for a channel whose last seq is `lastSeq`: one that has had that frame, with room, or a new one. */
+  shardFor(lastSeq: number): TopicShard {
+    const fit = this.shards.find((s) => s.size < this.shardSize && s.lastSeq >= lastSeq);
+    if (fit !== undefined) return fit;
+    const s = new TopicShard(this, `${this.name}/s${this.nextShard++}`, lastSeq);
+    this.shards.push(s);
+    return s;
+  }
+
+  /** A frame arrived: whether the topic's shards take it (its gate passes it). */
+  admit(frame: HubFrame, note: FrameNote, ctx: TopicsContext): boolean {
+    const n = this.members;
+    if (n === 0 || frame.seq <= this.lastSeq) return false;
+    if (!this.gate.pass(frame.ts_mono_ns)) {
+      ctx.frames.count(note.channel, 'downsampled', n * frame.buf.length, n);
+      return false;
     }
+    this.lastSeq = frame.seq;
+    if (frame.ts_send_ns !== undefined) this.samples.push(frame.ts_send_ns - frame.ts_mono_ns);
+    return true;
+  }
+
+  /** Slow or stale members leave; empty shards go; samples every member has taken are let go. */
+  scan(highWaterBytes: number): void {
     let low = this.end;
-    for (const m of this.members) low = Math.min(low, m.cursor);
+    for (const s of this.shards)
+      for (const m of [...s.members]) {
+        if (m.current() && m.port.bufferedAmount < highWaterBytes) {
+          low = Math.min(low, m.cursor);
+          continue;
+        }
+        m.sub.leaveTopic(this.channel_id);
+        s.remove(m); // if its session no longer holds it
+      }
+    const kept = this.shards.filter((s) => s.size > 0);
+    if (kept.length !== this.shards.length) {
+      this.shards.splice(0, this.shards.length, ...kept);
+      this.changed();
+    }
     low = Math.max(low, this.end - MAX_SAMPLES);
     if (low > this.base) {
       this.samples = this.samples.slice(low - this.base);
       this.base = low;
     }
   }
+
+  clear(): void {
+    for (const s of this.shards)
+      for (const m of [...s.members]) {
+        m.sub.leaveTopic(this.channel_id);
+        s.remove(m);
+      }
+  }
+}
+
+/** What a channel's frames are offered to: single observers, and shards of members. */
+export type TopicTarget<T> = T | TopicShard;
+
+interface TargetCache<T> {
+  readonly from: readonly T[];
+  readonly version: number;
+  /** By the set of topics (bit i: topic i) that take the frame. */
+  readonly lists: Map<number, readonly TopicTarget<T>[]>;
+  readonly individual: readonly T[];
 }
 
 export class HubTopics<T extends { readonly sub: Subscriber | null }> {
   /** Topics by channel id (one per gate rate). */
   private readonly topics = new Map<number, ChannelTopic[]>();
-  /** Each channel's individual targets (not members), rebuilt when members change. */
-  private readonly individual = new Map<number, { from: readonly T[]; list: T[] }>();
+  /** Membership versions by channel id: the target lists are rebuilt when they change. */
+  private readonly versions = new Map<number, number>();
+  private readonly cache = new Map<number, TargetCache<T>>();
   private lastScan = -Infinity;
 
   constructor(
@@ -180,73 +260,90 @@ export class HubTopics<T extends { readonly sub: Subscriber | null }> {
 
   /** After an individual delivery of `frame`: the subscriber's channel joins its topic if it may. */
   consider(o: T, sub: Subscriber, frame: HubFrame): void {
-    if (frame.buf.length >= TOPIC_MAX_FRAME_BYTES) return;
     const channel_id = frame.channel_id;
     const j = sub.joinable(channel_id, this.ctx.highWaterBytes);
     if (j === null) return;
     const declared = this.ctx.declaredRate(j.name);
     if (declared === undefined) return;
     if (j.rate_hz !== null && (declared === null || j.rate_hz < declared)) return; // downsampled: its own gate
-    const topic = this.topicFor(channel_id, j.rate_hz);
-    if (!j.port.join(topic.name)) return;
-    if (topic.members.size === 0) topic.gate.follow(j.gate);
+    const topic = this.topicFor(channel_id, j.rate_hz, frame.buf.length);
+    if (topic === null) return;
+    const shard = topic.shardFor(j.lastSeq);
+    if (!j.port.join(shard.name)) return;
+    if (topic.size === 0) topic.gate.follow(j.gate);
     topic.lastSeq = Math.max(topic.lastSeq, j.lastSeq);
-    const port = j.port;
-    const m = new Member(topic, sub, port, () => o.sub === sub && sub.isMember(channel_id), j.tap);
-    topic.add(m);
+    const m = new Member(shard, sub, j.port, () => o.sub === sub && sub.isMember(channel_id), j.tap);
+    shard.add(m);
     sub.joined(channel_id, m);
   }
 
-  /** Publishes a frame to its channel's topics (before the individual pass: members never wait behind it). */
-  publish(frame: HubFrame, note: FrameNote, now: number): void {
-    const list = this.topics.get(frame.channel_id);
-    if (list === undefined) return;
+  /**
+   * What a frame that arrived is offered to: the channel's subscribers that are not members, and the shards
+   * of the topics that take it (a new array whenever that changes).
+   */
+  targets(frame: HubFrame, note: FrameNote, now: number, all: readonly T[]): readonly TopicTarget<T>[] {
+    const channel_id = frame.channel_id;
+    const list = this.topics.get(channel_id);
+    if (list === undefined) return all;
     if (now - this.lastScan >= TOPIC_SCAN_MS) {
       this.lastScan = now;
       for (const ts of this.topics.values()) for (const t of ts) t.scan(this.ctx.highWaterBytes);
     }
-    for (const t of list) t.publish(frame, note, this.ctx);
-  }
-
-  /** The channel's subscribers that are not served by a topic (a new array whenever that changes). */
-  targets(channel_id: number, all: readonly T[]): readonly T[] {
-    const list = this.topics.get(channel_id);
-    if (list === undefined || list.every((t) => t.members.size === 0)) return all;
-    const cached = this.individual.get(channel_id);
-    if (cached !== undefined && cached.from === all) return cached.list;
-    const individual = all.filter((o) => !(o.sub?.isMember(channel_id) ?? false));
-    this.individual.set(channel_id, { from: all, list: individual });
-    return individual;
+    let taking = 0;
+    let members = 0;
+    for (let i = 0; i < list.length; i++) {
+      const t = list[i]!;
+      members += t.size;
+      if (t.admit(frame, note, this.ctx)) taking |= 1 << i;
+    }
+    if (members === 0) return all;
+    const version = this.versions.get(channel_id) ?? 0;
+    let c = this.cache.get(channel_id);
+    if (c === undefined || c.from !== all || c.version !== version) {
+      const individual = all.filter((o) => !(o.sub?.isMember(channel_id) ?? false));
+      this.cache.set(channel_id, (c = { from: all, version, lists: new Map(), individual }));
+    }
+    let targets = c.lists.get(taking);
+    if (targets === undefined) {
+      const shards = list.filter((_, i) => (taking & (1 << i)) !== 0).flatMap((t) => t.shards);
+      targets = shards.length === 0 ? c.individual : [...shards, ...c.individual];
+      c.lists.set(taking, targets);
+    }
+    return targets;
   }
 
   /** Members of a channel's topics (tests, metrics). */
   members(channel_id: number): number {
     let n = 0;
-    for (const t of this.topics.get(channel_id) ?? []) n += t.members.size;
+    for (const t of this.topics.get(channel_id) ?? []) n += t.size;
     return n;
   }
 
   /** Every member leaves (the hub is done). */
   clear(): void {
-    for (const ts of this.topics.values())
-      for (const t of ts)
-        for (const m of [...t.members]) {
-          m.sub.leaveTopic(t.channel_id);
-          t.remove(m);
-        }
+    for (const ts of this.topics.values()) for (const t of ts) t.clear();
     this.topics.clear();
-    this.individual.clear();
+    this.cache.clear();
   }
 
-  private topicFor(channel_id: number, rate_hz: number | null): ChannelTopic {
+  /** The channel's topic for a gate rate (null: a channel with 31 rates already, which stays one by one). */
+  private topicFor(channel_id: number, rate_hz: number | null, frameBytes: number): ChannelTopic | null {
     let list = this.topics.get(channel_id);
     if (list === undefined) this.topics.set(channel_id, (list = []));
     const name = `${this.prefix}/${channel_id}@${rate_hz ?? 'all'}`;
-    let t = list.find((x) => x.name === name);
-    if (t === undefined) {
-      t = new ChannelTopic(name, channel_id, rate_hz, (id) => this.individual.delete(id));
-      list.push(t);
-    }
+    const found = list.find((x) => x.name === name);
+    if (found !== undefined) return found;
+    if (list.length >= 31) return null; // `targets` keeps which topics take a frame in one int's bits
+    const size = Math.max(4, Math.min(SHARD_MAX_MEMBERS, Math.floor(SHARD_BYTES / Math.max(1, frameBytes))));
+    const t = new ChannelTopic(name, channel_id, rate_hz, size, (id) =>
+      this.versions.set(id, (this.versions.get(id) ?? 0) + 1),
+    );
+    list.push(t);
     return t;
   }
+}
+
+/** How many deliveries a target of a hub pass stands for (a shard: its members). */
+export function targetWeight(t: unknown): number {
+  return t instanceof TopicShard ? Math.max(1, t.size) : 1;
 }

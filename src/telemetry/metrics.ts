@@ -125,6 +125,13 @@ export class EdgeMetrics {
     registers: [this.registry],
   });
 
+  readonly topicMembers = new Gauge({
+    name: 'awp_edge_topic_members',
+    help: "Observer channels served through the engine's pub/sub (one publish per frame), by route and channel.",
+    labelNames: ['route', 'channel'] as const,
+    registers: [this.registry],
+  });
+
   readonly resumes = new Counter({
     name: 'awp_edge_resumes_total',
     help: 'session.resume requests, by outcome.',

@@ -62,7 +62,7 @@ async function handle(req: FleetRequest): Promise<void> {
     case 'report':
       return reply({
         type: 'report',
-        observers: [...clients].map(([index, c]) => report(index, c.client, c.stalls)),
+        observers: [...clients].map(([index, c]) => report(index, c.client, c.stalls, req)),
       });
     case 'close':
       for (const c of clients.values()) c.client.terminate();
@@ -72,7 +72,12 @@ async function handle(req: FleetRequest): Promise<void> {
   }
 }
 
-function report(index: number, c: ObserverClient, stalls: boolean): ObserverReport {
+function report(
+  index: number,
+  c: ObserverClient,
+  stalls: boolean,
+  req: Extract<FleetRequest, { type: 'report' }>,
+): ObserverReport {
   const grants = (
     c.ready!.granted as { channels: { channel: string; channel_id: number; rate_hz: number | null }[] }
   ).channels;
@@ -100,13 +105,16 @@ function report(index: number, c: ObserverClient, stalls: boolean): ObserverRepo
           latencies.push(log.tsSend[i]! >= 0 ? log.recv[i]! - log.tsSend[i]! : -1);
         }
       }
+      const perFrame = req.perFrame === undefined || req.perFrame.includes(g.channel);
+      const w = req.window;
       return {
         channel_id: g.channel_id,
         name: g.channel,
         rate_hz: g.rate_hz,
-        seqs: log?.seq ?? [],
-        ts: log?.ts ?? [],
-        latencies,
+        seqs: perFrame ? (log?.seq ?? []) : [],
+        ts: perFrame ? (log?.ts ?? []) : [],
+        latencies: perFrame ? latencies : [],
+        ...(w !== undefined && { inWindow: (log?.ts ?? []).filter((t) => t >= w.from && t <= w.to).length }),
         count: log?.count ?? 0,
         lastSeq: log?.lastSeq() ?? -1,
         orderViolations: log?.orderViolations ?? [],

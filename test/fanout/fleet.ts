@@ -36,6 +36,8 @@ export interface ChannelReport {
   /** The seqs that arrived as resync keyframes. */
   readonly resyncSeqs: number[];
   readonly resyncs: number;
+  /** Frames captured within the report's `window`, if it asked. */
+  readonly inWindow?: number;
 }
 
 export interface ObserverReport {
@@ -61,7 +63,13 @@ export type FleetRequest =
     }
   | { type: 'stall' }
   | { type: 'unstall'; catchUpStateSeq: number; timeoutMs: number }
-  | { type: 'report' }
+  | {
+      type: 'report';
+      /** Per-frame arrays (seqs, ts, latencies) only for these channels (default: all): a small reply. */
+      perFrame?: readonly string[];
+      /** Frames captured in this window (world ns), counted per channel as `inWindow`. */
+      window?: { from: number; to: number };
+    }
   | { type: 'close' };
 
 export type FleetReply =

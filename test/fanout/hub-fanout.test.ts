@@ -44,6 +44,7 @@ describe('fan-out scheduler', () => {
     const s = new FanoutScheduler<number>((t) => {
       busy(1);
       served.push(t);
+      return 0;
     }, context());
     s.add(frame(1, 1), note, targets, false);
     expect(served).toHaveLength(0); // nothing in the turn the frame arrived in
@@ -63,6 +64,7 @@ describe('fan-out scheduler', () => {
     const s = new FanoutScheduler<number>((t, f) => {
       busy(1);
       got.push([t, f.seq]);
+      return 0;
     }, ctx);
     s.add(frame(2, 1), note, targets, true);
     await new Promise((resolve) => setTimeout(resolve, 0)); // part of the pass ran
@@ -90,6 +92,7 @@ describe('fan-out scheduler', () => {
     const s = new FanoutScheduler<number>((t) => {
       if (t === 3) throw new Error('boom');
       served.push(t);
+      return 0;
     }, context(faults));
     s.add(frame(1, 1), note, targets.slice(0, 10), false);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -100,9 +103,46 @@ describe('fan-out scheduler', () => {
 
   it('ordered frames beyond the backlog bound are fanned out in the turn that brought them', () => {
     const served: number[] = [];
-    const s = new FanoutScheduler<number>((_t, f) => served.push(f.seq), context(), 4, 2);
+    const s = new FanoutScheduler<number>(
+      (_t, f) => {
+        served.push(f.seq);
+        return 0;
+      },
+      context(),
+      undefined,
+      4,
+      2,
+    );
     for (let seq = 1; seq <= 5; seq++) s.add(frame(7, seq), note, [0], false);
     expect(served).toEqual([1, 2, 3]);
+  });
+
+  it('work an offer leaves to the engine after the turn counts against the slice budget; a heavy target ends a chunk', async () => {
+    const slices: number[][] = [];
+    let inTurn = false;
+    const s = new FanoutScheduler<number>(
+      (t) => {
+        if (!inTurn) {
+          // The first offer of a turn: the scheduler's next slice is an immediate queued after this one.
+          inTurn = true;
+          slices.push([]);
+          setImmediate(() => (inTurn = false));
+        }
+        slices[slices.length - 1]!.push(t);
+        return 1.5; // e.g. a shard's queued publish: 1.5 ms of the engine's writes after the turn
+      },
+      context(),
+      () => 16, // each target stands for a chunk of subscribers
+      4,
+    );
+    s.add(frame(3, 1), note, targets.slice(0, 12), false);
+    await new Promise<void>((resolve) => {
+      const check = () => (s.idle ? resolve() : setTimeout(check, 1));
+      check();
+    });
+    // 1.5 ms each against a 4 ms budget: three per slice, never all twelve in one turn.
+    expect(slices.flat()).toEqual(targets.slice(0, 12));
+    expect(Math.max(...slices.map((x) => x.length))).toBeLessThanOrEqual(3);
   });
 
   it('a channel is latest-wins only if every subscriber takes it latest-wins and not per tick', () => {

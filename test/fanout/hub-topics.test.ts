@@ -7,7 +7,13 @@ import { describe, expect, it } from 'vitest';
 import { FLAG_KEYFRAME, peekFrame } from '../../src/protocol/frame.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import type { HubFrame } from '../../src/fanout/keyframe-cache.js';
-import { HubTopics, TOPIC_MAX_FRAME_BYTES, TOPIC_SCAN_MS } from '../../src/fanout/hub-topics.js';
+import {
+  HubTopics,
+  SHARD_BYTES,
+  SHARD_MAX_MEMBERS,
+  TopicShard,
+  TOPIC_SCAN_MS,
+} from '../../src/fanout/hub-topics.js';
 import { Subscriber, type SubscribedChannel } from '../../src/fanout/subscriber.js';
 import { WsStreamSink } from '../../src/fanout/ws-stream-sink.js';
 import type { FrameNote, OutboxObserver } from '../../src/transport/outbox.js';
@@ -119,15 +125,17 @@ function setup(n: number, declared = 100) {
     observers.push({ sub, conn });
   }
   const note = { received_at: 0, channel: 'proprio' };
-  /** A frame as the hub fans it out: published to members, then offered to the others one by one. */
+  /** A frame as the hub's pass fans it out: one publish per shard of members, the others one by one. */
   const fanOut = (f: HubFrame, now: number) => {
-    topics.publish(f, note, now);
-    for (const o of topics.targets(1, observers)) {
-      if (o.sub?.deliver(f, note) === 'forwarded') topics.consider(o, o.sub, f);
+    for (const t of topics.targets(f, note, now, observers)) {
+      if (t instanceof TopicShard) t.publish(f, note);
+      else if (t.sub?.deliver(f, note) === 'forwarded') topics.consider(t, t.sub, f);
     }
   };
   return { server, counts, topics, observers, fanOut };
 }
+
+const note = (): FrameNote => ({ received_at: 0, channel: 'proprio' });
 
 function seqs(conn: FakeConn): number[] {
   return conn.received.map((b) => peekFrame(b as Buffer).seq);
@@ -142,7 +150,9 @@ describe('hub topics', () => {
     const before = server.publishes;
     for (let s = 3; s <= 12; s++) fanOut(frame(s, (s - 1) * 10), (s - 1) * 10);
     expect(server.publishes - before).toBe(10);
-    expect(topics.targets(1, observers)).toEqual([]);
+    expect(topics.targets(frame(13, 120), note(), 120, observers).every((t) => t instanceof TopicShard)).toBe(
+      true,
+    );
     for (const o of observers) expect(seqs(o.conn)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     expect(counts.n('forwarded')).toBe(3 * 12);
   });
@@ -229,20 +239,67 @@ describe('hub topics', () => {
     expect(topics.members(1)).toBe(2);
   });
 
-  it('frames of TOPIC_MAX_FRAME_BYTES or more are written one by one: members leave, none joins on them', () => {
-    const { server, topics, observers, fanOut } = setup(2);
+  it('members are split into shards, one publish each; large frames in smaller shards; a join takes a shard that had its frame', () => {
+    const n = SHARD_MAX_MEMBERS + 10;
+    const { server, topics, observers, fanOut } = setup(n);
     fanOut(frame(1, 0), 0);
     fanOut(frame(2, 10), 10);
+    expect(topics.members(1)).toBe(n);
+    let before = server.publishes;
+    fanOut(frame(3, 20), 20);
+    expect(server.publishes - before).toBe(2); // SHARD_MAX_MEMBERS + 10 members: two shards
+    for (const o of observers) expect(seqs(o.conn)).toEqual([1, 2, 3]);
+
+    // A large-frame channel: shards of about SHARD_BYTES per publish.
+    const big = 256 * 1024;
+    const large = setup(10);
+    large.fanOut(frame(1, 0, 1, big), 0);
+    large.fanOut(frame(2, 10, 1, big), 10);
+    expect(large.topics.members(1)).toBe(10);
+    before = large.server.publishes;
+    large.fanOut(frame(3, 20, 1, big), 20);
+    expect(large.server.publishes - before).toBe(Math.ceil(10 / Math.max(4, SHARD_BYTES / big)));
+    for (const o of large.observers) expect(seqs(o.conn)).toEqual([1, 2, 3]);
+  });
+
+  it('AWP-DAT-001 a pass that stops between shards: a channel joining meanwhile takes a shard that had its frame', () => {
+    const { topics, observers } = setup(3);
+    const serve = (targets: readonly (Observer | TopicShard)[], f: HubFrame) => {
+      for (const t of targets) {
+        if (t instanceof TopicShard) t.publish(f, note());
+        else if (t.sub?.deliver(f, note()) === 'forwarded') topics.consider(t, t.sub, f);
+      }
+    };
+    const at = (s: number) => frame(s, s * 10);
+    // Two observers join (one shard, with room); the third takes no part yet.
+    const [a, b, late] = observers as [Observer, Observer, Observer];
+    for (let s = 1; s <= 2; s++) serve(topics.targets(at(s), note(), s * 10, [a, b]), at(s));
     expect(topics.members(1)).toBe(2);
-    const published = server.publishes;
-    fanOut(frame(3, 20, 1, TOPIC_MAX_FRAME_BYTES), 20);
-    expect(topics.members(1)).toBe(0);
-    fanOut(frame(4, 30, 1, TOPIC_MAX_FRAME_BYTES), 30);
-    expect(topics.members(1)).toBe(0);
-    expect(server.publishes).toBe(published);
-    for (const o of observers) expect(seqs(o.conn)).toEqual([1, 2, 3, 4]);
-    fanOut(frame(5, 40), 40); // small again: they join after this one
-    expect(topics.members(1)).toBe(2);
+    // Frame 3's pass reaches the third observer (individually: its restart keyframe) but not the shard yet.
+    const pass3 = topics.targets(at(3), note(), 30, observers);
+    serve(
+      pass3.filter((t) => !(t instanceof TopicShard)),
+      at(3),
+    );
+    // Frame 4 the same: the third observer joins after it, while the shard has had neither 3 nor 4.
+    const pass4 = topics.targets(at(4), note(), 40, observers);
+    serve(
+      pass4.filter((t) => !(t instanceof TopicShard)),
+      at(4),
+    );
+    expect(topics.members(1)).toBe(3);
+    // The late passes reach the old shard: the third observer is not in it (it would get 3 and 4 again).
+    serve(
+      pass3.filter((t) => t instanceof TopicShard),
+      at(3),
+    );
+    serve(
+      pass4.filter((t) => t instanceof TopicShard),
+      at(4),
+    );
+    serve(topics.targets(at(5), note(), 50, observers), at(5));
+    expect(seqs(late.conn)).toEqual([3, 4, 5]);
+    for (const o of [a, b]) expect(seqs(o.conn)).toEqual([1, 2, 3, 4, 5]);
   });
 
   it('stream lost, unsubscribe and a new grant leave the topic', () => {
