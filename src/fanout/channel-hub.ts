@@ -431,13 +431,9 @@ export class ChannelHub {
     await Promise.all(moved);
   }
 
-  /** Channels' topic members by channel name (none on an engine without pub/sub). */
+  /** Each granted channel's topic members by channel name (0 on an engine without pub/sub). */
   *topicMembers(): IterableIterator<[string, number]> {
-    if (this.topics === null) return;
-    for (const [name, g] of this.upstream.grants) {
-      const n = this.topics.members(g.channel_id);
-      if (n > 0) yield [name, n];
-    }
+    for (const [name, g] of this.upstream.grants) yield [name, this.topics?.members(g.channel_id) ?? 0];
   }
 
   grants(): ReadonlyMap<string, UpstreamGrant> {

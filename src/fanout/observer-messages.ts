@@ -92,11 +92,6 @@ export function invalidParams(detail: string): RpcErrorObject {
   return { code: -32602, message: 'Invalid params', data: { retryable: false, detail } };
 }
 
-/** A count a request may carry (AWP-CTL-009, issue 12): a non-negative integer at most 2^53-1. */
-export function isCount(v: unknown): v is number {
-  return Number.isSafeInteger(v) && (v as number) >= 0;
-}
-
 /** The error for a method an observer session does not serve. */
 export function refusal(method: string): RpcErrorObject {
   switch (method) {

@@ -10,7 +10,7 @@
  */
 import { pongText } from '../protocol/clock-sync.js';
 import { awpError, type RpcErrorObject } from '../protocol/errors.js';
-import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
+import { findMessageIntegerRangeViolation, isCount } from '../protocol/integers.js';
 import {
   errorText,
   notificationText,
@@ -26,7 +26,6 @@ import { ObserverLiveness } from './observer-liveness.js';
 import {
   heartbeatPing,
   invalidParams,
-  isCount,
   notGranted,
   readyResult,
   refusal,

@@ -18,6 +18,11 @@ import { loadSchemaFiles, SCHEMA_BASE_URI, type JsonObject } from './spec-data.j
 
 export const MAX_U53 = Number.MAX_SAFE_INTEGER; // 2^53 − 1
 
+/** A count or sequence number a peer sends (AWP-CTL-009): an integer from 0 to 2^53 - 1. */
+export function isCount(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0;
+}
+
 export type IntegerBound = 'u53' | 'i53';
 
 export type PathSegment = { readonly prop: string } | 'items' | 'values';

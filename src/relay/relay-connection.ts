@@ -17,13 +17,13 @@
  */
 import { pongText } from '../protocol/clock-sync.js';
 import { awpError, edgeError, jsonRpcError } from '../protocol/errors.js';
-import { findMessageIntegerRangeViolation, isOutOfIntegerRange } from '../protocol/integers.js';
+import { findMessageIntegerRangeViolation, isCount, isOutOfIntegerRange } from '../protocol/integers.js';
 import { errorText, parseMessage, type JsonRpcId, type ParsedMessage } from '../protocol/jsonrpc.js';
 import { observeSimClock } from '../policy/admission.js';
 import { channelTable } from './channels.js';
 import { key } from './pending-requests.js';
 import type { RelayEffect } from './relay-effects.js';
-import { invalidParams, isCount } from './resume.js';
+import { invalidParams } from './resume.js';
 import { adoptGrant, frameRoute } from './session-ready.js';
 import { SessionEstablishment } from './session-establishment.js';
 
@@ -314,12 +314,15 @@ export class RelayConnection extends SessionEstablishment {
     this.toAgent(text);
   }
 
-  /** The world's status_seq jumped further than the journal holds: the world broke the sequence. */
+  /**
+   * The world's status_seq is not a count, or jumped further than the journal holds: the world broke
+   * the sequence (AWP-CTL-008).
+   */
   private statusSeqGap(): void {
     // The agent is told the upstream failed (1014), the world that its peer saw a protocol error (1002).
     this.endForProtocolError(
       'AWP_STATUS_SEQ_GAP',
-      'world status_seq jumped too far ahead',
+      'world status_seq broke the sequence (not an integer, or too far ahead)',
       CLOSE_UPSTREAM_LOST,
     );
   }
@@ -360,7 +363,7 @@ export class RelayConnection extends SessionEstablishment {
       case 'session.state': {
         const p = params as { status_seq?: unknown; state?: unknown } | undefined;
         const session = this.owned();
-        if (typeof p?.status_seq !== 'number' || session === null) return this.toAgent(text);
+        if (p?.status_seq === undefined || session === null) return this.toAgent(text);
         const outcome = this.seq.notification(method, p.status_seq, text, session);
         if (outcome === 'gap') return this.statusSeqGap();
         if (outcome === 'forwarded' && method === 'session.state' && p.state === 'closed')

@@ -4,6 +4,7 @@
  * can replay itself; the edge replays that from its journal after the result, the world the rest.
  */
 import { awpError, jsonRpcError, type RpcErrorObject } from '../protocol/errors.js';
+import { isCount } from '../protocol/integers.js';
 import type { JsonRpcId } from '../protocol/jsonrpc.js';
 import type { ResumeInFlight } from './pending-requests.js';
 import type { RelayRoute } from './relay-effects.js';
@@ -63,11 +64,6 @@ export function noSuchSession(token: string, route: RelayRoute): RpcErrorObject 
 /** Whether the world's refusal of a resume means the session is gone for good (AWP-SES-008). */
 export function resumeRefusalEnds(code: number): boolean {
   return code === 2003 || code === 2005; // AWP_SESSION_EXPIRED, AWP_SESSION_UNKNOWN
-}
-
-/** A count or sequence number a peer sends: an integer from 0 to 2^53 - 1. */
-export function isCount(v: unknown): v is number {
-  return Number.isSafeInteger(v) && (v as number) >= 0;
 }
 
 export function invalidParams(detail: string): RpcErrorObject {

@@ -4,6 +4,7 @@
  * result are journaled as partial entries the world replays; and the agent's own pings carry the edge's
  * acknowledgement upstream, so the world may drop what the edge holds durably (AWP-CTL-008, AWP-CTL-010).
  */
+import { isCount } from '../protocol/integers.js';
 import type { RelayEffect } from './relay-effects.js';
 import type { RelaySession } from './relay-session.js';
 
@@ -25,15 +26,16 @@ export class StatusSequencer {
 
   /**
    * A notification of `method` with `status_seq` from the world: journaled and forwarded if new,
-   * dropped if a redelivery; 'gap' if it is too far ahead to hold (the world broke the sequence).
+   * dropped if a redelivery; 'gap' if it is not a count or too far ahead to hold (the world broke the
+   * sequence: a journal of non-integer seqs could not be replayed in order).
    */
   notification(
     method: string,
-    seq: number,
+    seq: unknown,
     text: string,
     session: RelaySession,
   ): 'forwarded' | 'redelivered' | 'gap' {
-    if (session.journal.tooFarAhead(seq)) return 'gap';
+    if (!isCount(seq) || session.journal.tooFarAhead(seq)) return 'gap';
     if (seq <= this.delivered) {
       this.emit({
         kind: 'dropped',
@@ -52,12 +54,12 @@ export class StatusSequencer {
 
   /**
    * A transition first reported in a submit/cancel result (the world replays it as `action.status`);
-   * false if its status_seq is too far ahead to hold.
+   * false if its status_seq is not a count or too far ahead to hold.
    */
   resultTransition(result: unknown, session: RelaySession | null): boolean {
     const seq = (result as { status_seq?: unknown } | null)?.status_seq;
-    if (session === null || typeof seq !== 'number') return true;
-    if (session.journal.tooFarAhead(seq)) return false;
+    if (session === null || seq === undefined) return true;
+    if (!isCount(seq) || session.journal.tooFarAhead(seq)) return false;
     const r = { status_seq: seq };
     // Idempotent resubmissions repeat an earlier seq and consume none (AWP-ACT-001).
     const added = session.journal.append(r.status_seq, null);

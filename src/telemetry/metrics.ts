@@ -127,7 +127,7 @@ export class EdgeMetrics {
 
   readonly topicMembers = new Gauge({
     name: 'awp_edge_topic_members',
-    help: "Observer channels served through the engine's pub/sub (one publish per frame), by route and channel.",
+    help: "Observer channels served through the engine's pub/sub (one publish per shard of up to 64; 0 on the ws engine), by route and channel.",
     labelNames: ['route', 'channel'] as const,
     registers: [this.registry],
   });

@@ -29,7 +29,7 @@ afterEach(async () => {
 });
 
 let tsNs = 1_000_000;
-function statusNote(seq: number, actionId = 'a-1'): Json {
+function statusNote(seq: unknown, actionId = 'a-1'): Json {
   tsNs += 1000;
   return {
     jsonrpc: '2.0',
@@ -116,6 +116,23 @@ describe('hostile world', () => {
     expect(agent.statusSeqs()).toEqual(jumps.slice(0, 2));
     await pingOk(r.bystander);
   }, 20_000);
+
+  it('a status_seq that is not a count (1.5, "2", -1) ends that session (agent 1014, world 1002); the edge goes on', async () => {
+    rig = await startRig();
+    const r = rig;
+    for (const bad of [1.5, '2', -1]) {
+      const { agent } = await sessionOn(r.edge, '/w');
+      cleanups.push(() => agent.close());
+      const upstream = r.world.current()!;
+      r.world.send(statusNote(1));
+      r.world.send(statusNote(bad));
+      expect((await agent.waitClosed(10_000)).code).toBe(1014);
+      await until(() => upstream.closed, 5000, 'the upstream connection to be closed');
+      expect(upstream.closeCode).toBe(1002);
+      expect(agent.statusSeqs()).toEqual([1]);
+    }
+    await pingOk(r.bystander);
+  }, 30_000);
 
   it('a 5,000-deep nested notification from the world is dropped and counted; the edge and the session go on', async () => {
     rig = await startRig();

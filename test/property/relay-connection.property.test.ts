@@ -46,6 +46,25 @@ const KNOWN: Step[][] = [
       text: '{"jsonrpc":"2.0","method":"action.status","params":{"status_seq":1000000,"state":"executing"}}',
     },
   ],
+  // A non-integer status_seq from the world was journaled; a resume then read the journal at a
+  // fractional index (TypeError in safeAcknowledgement). Found by CI.
+  [
+    { s: 'agent', m: { t: 'initialize', id: 1, variant: 0 } },
+    { s: 'dialOpen' },
+    { s: 'worldAnswer', pick: 0, fail: false, twice: false },
+    { s: 'agent', m: { t: 'open', id: 2, mode: 'streaming' } },
+    { s: 'worldAnswer', pick: 0, fail: false, twice: false },
+    { s: 'agentRead', n: 2 },
+    { s: 'worldPing' },
+    { s: 'worldNotify', kind: 'status' },
+    {
+      s: 'worldHostile',
+      text: '{"jsonrpc":"2.0","method":"action.status","params":{"status_seq":1.5,"state":"executing"}}',
+    },
+    { s: 'agentRead', n: 2 },
+    { s: 'reconnect', lose: true, initialize: false, settle: true },
+    { s: 'worldRead', n: 1 },
+  ],
   // session.open and world.manifest with one id: the world's session.open result reached the agent
   // unrewritten (issue 12).
   [
