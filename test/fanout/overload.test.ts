@@ -1,7 +1,7 @@
 /**
  * Issue 15: the edge offered more frames than it can write keeps control live. The streaming demo arm in
  * its own process (100 Hz proprio, 30 Hz 64 KiB camera, 10 Hz reliable state), the edge in this process,
- * observers of all three channels on the `ws` binding in a fleet process (in steps, until more than
+ * observers of all three channels on the `ws` binding in fleet processes (one per step, until more than
  * the edge delivers), and the benchmark's probe in a process of its own: an observer
  * pinging the edge every 50 ms and timing frame ages, and a relay agent pinging the world through the
  * edge. Behaviour only, with bounds generous enough for a loaded 2-core machine: the figures against
@@ -53,7 +53,9 @@ describe('overload (issue 15)', () => {
       const runtime = resolveRuntime();
       let world: World | undefined;
       let edge: TestEdge | undefined;
-      let fleet: Fleet | undefined;
+      // One fleet process per step: a fleet reading hundreds of observers' frames is saturated, and
+      // the new connections of a step would wait in it for minutes.
+      const fleets: Fleet[] = [];
       let probe: Child | undefined;
       try {
         world = await startWorld({ ...runtime, build: undefined }, { heartbeatIntervalMs: HEARTBEAT_MS });
@@ -70,7 +72,6 @@ describe('overload (issue 15)', () => {
             },
           },
         );
-        fleet = await Fleet.start();
         const openObservers = async (from: number, to: number) => {
           const before = hubsOf(edge!)[0]?.size ?? 0; // the probe's observer too, once it is open
           const plans: FleetPlan[] = Array.from({ length: to - from }, (_, i) => ({
@@ -79,7 +80,9 @@ describe('overload (issue 15)', () => {
             subscribe: [{ channel: 'camera' }, { channel: 'proprio' }, { channel: 'state' }],
             stalls: false,
           }));
-          await fleet!.request(
+          const fleet = await Fleet.start();
+          fleets.push(fleet);
+          await fleet.request(
             {
               type: 'open',
               url: edge!.url(ROUTE_PATH),
@@ -123,7 +126,8 @@ describe('overload (issue 15)', () => {
           // Per-frame arrays of the reliable channel only: a thousand observers' full logs take the
           // busy fleet longer to send than the test waits.
           const asked = { type: 'report', perFrame: ['state'], window: { from: t0, to: t1 } } as const;
-          report = (await fleet.request(asked, 'report', 60_000)).observers;
+          const reports = await Promise.all(fleets.map((f) => f.request(asked, 'report', 60_000)));
+          report = reports.flatMap((r) => r.observers);
           const frames = report.reduce((n, o) => n + o.channels.reduce((m, c) => m + c.count, 0), 0);
           const inWindow = report.reduce((n, o) => n + o.channels.reduce((m, c) => m + c.inWindow!, 0), 0);
           const offered = observers * (100 + 30 + 10) * ((t1 - t0) / 1e9);
@@ -174,7 +178,7 @@ describe('overload (issue 15)', () => {
       } finally {
         await probe?.request('close', {}, 5000).catch(() => undefined);
         await probe?.stop();
-        await fleet?.close();
+        await Promise.all(fleets.map((f) => f.close()));
         await edge?.close();
         await world?.child.stop();
       }
