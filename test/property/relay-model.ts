@@ -278,7 +278,7 @@ export function stepArb(hostileWorld: boolean): fc.Arbitrary<Step> {
 }
 
 /** The steps of a plain initialize + session.open, so most scenarios start with a live session. */
-const OPEN_PREFIX: readonly Step[] = [
+export const OPEN_PREFIX: readonly Step[] = [
   { s: 'agent', m: { t: 'initialize', id: 1, variant: 0 } },
   { s: 'dialOpen' },
   { s: 'worldAnswer', pick: 0, fail: false, twice: false },
