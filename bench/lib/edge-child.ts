@@ -3,7 +3,7 @@
  * IPC channel for the benchmark: ports in the hello, memory readings (after a full GC when the process
  * runs with --expose-gc) and event-loop delay on request. argv[2]: the raw config (JSON), validated like a config file.
  */
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { PerformanceObserver, monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { validateConfig } from '../../src/config/load.js';
 import { Edge } from '../../src/edge/edge.js';
@@ -23,6 +23,22 @@ let elu = performance.eventLoopUtilization();
 /** The histogram holds intervals between samples: the delay is what exceeds the sampling period. */
 const ms = (ns: number) => Math.max(0, Math.round((ns - RESOLUTION_MS * 1e6) / 1e4) / 100);
 
+/** GC pauses since loop-reset, by kind (scavenge, mark-compact...): what of the loop's delay is the GC's. */
+const KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weakcb' };
+let gc = new Map<string, { count: number; total_ms: number; max_ms: number; over_5ms: number }>();
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    const kind = KINDS[(e as { detail?: { kind?: number } }).detail?.kind ?? 0] ?? 'other';
+    const g = gc.get(kind) ?? { count: 0, total_ms: 0, max_ms: 0, over_5ms: 0 };
+    g.count++;
+    g.total_ms += e.duration;
+    g.max_ms = Math.max(g.max_ms, e.duration);
+    if (e.duration > 5) g.over_5ms++;
+    gc.set(kind, g);
+  }
+}).observe({ entryTypes: ['gc'] });
+const round = (x: number) => Math.round(x * 100) / 100;
+
 serve(
   {
     memory: memoryAfterGc,
@@ -31,13 +47,18 @@ serve(
     'loop-reset': () => {
       delay.reset();
       elu = performance.eventLoopUtilization();
+      gc = new Map();
       return {};
     },
     loop: () => ({
+      samples: delay.count,
       p50_ms: ms(delay.percentile(50)),
       p99_ms: ms(delay.percentile(99)),
       max_ms: ms(delay.max),
       elu: Math.round(performance.eventLoopUtilization(elu).utilization * 1000) / 1000,
+      gc: Object.fromEntries(
+        [...gc].map(([k, g]) => [k, { ...g, total_ms: round(g.total_ms), max_ms: round(g.max_ms) }]),
+      ),
     }),
     close: async () => {
       await edge.close();

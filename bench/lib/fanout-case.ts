@@ -113,6 +113,8 @@ export interface LoopDelay {
   readonly max_ms: number;
   /** Event-loop utilisation over the window (busy share of wall time: above CPU share = waiting for a CPU). */
   readonly elu?: number;
+  /** GC pauses over the window by kind (count, total, longest, how many over 5 ms). */
+  readonly gc?: Record<string, { count: number; total_ms: number; max_ms: number; over_5ms: number }>;
 }
 
 /** The demo arm world's proprio payload at rest (what the raw broadcast sends in its place). */
@@ -285,6 +287,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
                       max_ms: loop.max_ms,
                       samples: loop.samples,
                       elu: loop.elu,
+                      ...(loop.gc !== undefined && { gc: loop.gc }),
                     },
           }
         : {}),

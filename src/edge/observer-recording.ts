@@ -6,9 +6,11 @@
  * is not recorded here.
  *
  * A hub frame is recorded once, in the hub's log, the first time it is delivered to an observer the
- * route records; each observer's file refers to it by its number there (recorder/frame-refs.ts).
+ * route records; each observer's file refers to it by its number there (recorder/frame-refs.ts). What a
+ * topic shard publishes to a recorded member is read from the shard's log of numbers when the session
+ * next writes (FrameTap.follow), not told one frame at a time.
  */
-import type { FrameTap, ObserverTap } from '../fanout/observer-tap.js';
+import type { FrameTap, ObserverTap, SharedReader } from '../fanout/observer-tap.js';
 import type { HubFrame } from '../fanout/keyframe-cache.js';
 import { createFrameHeader, peekFrame } from '../protocol/frame.js';
 import { binaryFrameBody, type FrameBody } from '../recorder/frame-body.js';
@@ -99,6 +101,9 @@ class ObserverRecording implements ObserverTap {
   private windowMs = DEFAULT_WINDOW_MS;
   /** Whether the session.ready was seen (then `sent` stops looking for its reconnect window). */
   private ready = false;
+  /** The topic shards the session's channels are members of, by channel. */
+  private readonly readers = new Map<number, SharedReader>();
+  private reading = false;
 
   constructor(
     private readonly recorder: RouteRecorder,
@@ -119,7 +124,16 @@ class ObserverRecording implements ObserverTap {
     this.log = log;
     this.hub = hub;
     this.session_id = session_id;
-    return (frame, onStream) => this.frame(frame, onStream);
+    log.pendingFrames = () => this.readShared();
+    return {
+      delivered: (frame, onStream) => this.frame(frame, onStream),
+      shared: (frame) => this.numbered(frame).n,
+      follow: (channel_id, reader) => {
+        if (reader !== undefined) return void this.readers.set(channel_id, reader);
+        this.readShared();
+        this.readers.delete(channel_id);
+      },
+    };
   }
 
   fromAgent(text: string): void {
@@ -151,12 +165,56 @@ class ObserverRecording implements ObserverTap {
   private frame(frame: HubFrame, onStream: boolean): void {
     const log = this.log;
     if (log === undefined) return;
+    this.readShared();
+    const c = this.numbered(frame);
+    log.frameRef('edge_to_agent', c.hub.file, onStream ? 'ws' : 'inline', c.n, c.at);
+  }
+
+  /** The frame's number in the hub log, and when it was first delivered. */
+  private numbered(frame: HubFrame): NonNullable<typeof current> {
     let c = current;
     if (c?.frame !== frame) {
       const at = this.now();
       const hub = hubFrames(this.recorder, this.hub);
-      c = current = { frame, hub, n: hub.number(frame, at, log.channelName(frame.channel_id)), at };
+      c = current = { frame, hub, n: hub.number(frame, at, this.log?.channelName(frame.channel_id)), at };
     }
-    log.frameRef('edge_to_agent', c.hub.file, onStream ? 'ws' : 'inline', c.n, c.at);
+    return c;
+  }
+
+  /** What the session's topic shards published to it since the last read, in order of delivery. */
+  private readShared(): void {
+    const log = this.log;
+    if (log === undefined || this.readers.size === 0 || this.reading) return;
+    this.reading = true;
+    try {
+      const file = hubFrames(this.recorder, this.hub).file;
+      const ref = (n: number, at: number) => log.frameRef('edge_to_agent', file, 'ws', n, at);
+      let lost = 0;
+      if (this.readers.size === 1) {
+        for (const r of this.readers.values()) lost += r.read(ref);
+      } else {
+        const runs = [...this.readers.values()].map((r) => {
+          const got: number[] = [];
+          lost += r.read((n, at) => got.push(n, at));
+          return { got, i: 0 };
+        });
+        mergeByTime(runs, ref);
+      }
+      if (lost > 0) log.event({ event: 'frames_unrecorded', frames: lost }, this.now());
+    } finally {
+      this.reading = false;
+    }
+  }
+}
+
+/** Calls `each` for the (number, ms) pairs of several lists, each in time order, in time order. */
+function mergeByTime(runs: { got: number[]; i: number }[], each: (n: number, at: number) => void): void {
+  for (;;) {
+    let best: { got: number[]; i: number } | undefined;
+    for (const r of runs)
+      if (r.i < r.got.length && (best === undefined || r.got[r.i + 1]! < best.got[best.i + 1]!)) best = r;
+    if (best === undefined) return;
+    each(best.got[best.i]!, best.got[best.i + 1]!);
+    best.i += 2;
   }
 }

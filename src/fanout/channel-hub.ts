@@ -94,9 +94,10 @@ export class ChannelHub {
       wantsStream: () => this.upstream.isReady,
     });
     this.host = this.upstream.observerHost((base) => ctx.endpoints(base));
+    const now = () => ctx.now();
     this.fanout = new FanoutScheduler<TopicTarget<ObserverShell>>(
       (t, frame, note) => {
-        if (t instanceof TopicShard) return t.publish(frame, note);
+        if (t instanceof TopicShard) return t.publish(frame, note, now);
         this.offer(t, frame, note, false);
         return 0;
       },

@@ -27,14 +27,16 @@
  * - Metrics: one publish counts `forwarded` once with n = members (and one forward-latency observation);
  *   the topic keeps the pipeline latency of what it passed once, members take their share of it for
  *   their session.telemetry (AWP-TIM-006).
- * - Recorded sessions (issue 14) are members too: a shard tells each recorded member's tap of every frame
- *   it publishes, as `Subscriber.deliver` would, so recording costs a reference per delivery, not the write.
+ * - Recorded sessions (issue 14) are members too: a shard that has recorded members has each frame it
+ *   publishes numbered once by the recorder (`FrameTap.shared`) and keeps the numbers and times in a
+ *   bounded log, which each recorded member's recording reads when it next writes (`SharedReader`): a
+ *   publish costs the recorder one number, not a call per recorded member.
  */
 import type { FrameMetrics } from '../telemetry/frame-metrics.js';
 import type { FrameNote } from '../transport/outbox.js';
 import type { HubFrame } from './keyframe-cache.js';
 import { RateGate } from './rate-gate.js';
-import type { FrameTap } from './observer-tap.js';
+import type { FrameTap, SharedReader } from './observer-tap.js';
 import type { Membership, Subscriber, TopicPort } from './subscriber.js';
 
 /** How often members' engine buffers are read, at most (ms; as frames arrive). */
@@ -52,6 +54,11 @@ export const ENGINE_QUEUED_BELOW_BYTES = 16 * 1024;
 export const DEFERRED_MS_PER_DELIVERY = 0.003;
 /** Pipeline latency samples a topic keeps for members that have not taken them (oldest dropped beyond). */
 const MAX_SAMPLES = 65_536;
+/**
+ * Publishes a shard's log keeps for recorded members that have not read them (oldest dropped beyond):
+ * minutes at any channel's rate, where recordings read at least every tick (250 ms).
+ */
+export const MAX_SHARED = 65_536;
 
 export interface TopicsContext {
   readonly highWaterBytes: number;
@@ -61,8 +68,10 @@ export interface TopicsContext {
   declaredRate(channel: string): number | null | undefined;
 }
 
-class Member implements Membership {
+class Member implements Membership, SharedReader {
   cursor: number;
+  /** The next entry of the shard's log of publishes this member's recording reads. */
+  sharedCursor: number;
 
   constructor(
     readonly shard: TopicShard,
@@ -74,6 +83,17 @@ class Member implements Membership {
     readonly tap: FrameTap | undefined,
   ) {
     this.cursor = shard.topic.end;
+    this.sharedCursor = shard.sharedEnd;
+  }
+
+  read(each: (n: number, atMs: number) => void): number {
+    const s = this.shard;
+    const lost = Math.max(0, s.sharedBase - this.sharedCursor);
+    const log = s.shared;
+    for (let i = 2 * Math.max(0, this.sharedCursor - s.sharedBase); i < log.length; i += 2)
+      each(log[i]!, log[i + 1]!);
+    this.sharedCursor = s.sharedEnd;
+    return lost;
   }
 
   get lastSeq(): number {
@@ -101,6 +121,9 @@ export class TopicShard {
   readonly members = new Set<Member>();
   /** The members whose sessions are recorded. */
   private readonly tapped = new Set<Member>();
+  /** Publishes since `sharedBase`, while members are recorded: flat pairs (the frame's number, ms). */
+  shared: number[] = [];
+  sharedBase = 0;
 
   constructor(
     readonly topic: ChannelTopic,
@@ -113,28 +136,51 @@ export class TopicShard {
     return this.members.size;
   }
 
+  /** The index of the next publish in the shared log. */
+  get sharedEnd(): number {
+    return this.sharedBase + this.shared.length / 2;
+  }
+
   add(m: Member): void {
     this.members.add(m);
-    if (m.tap !== undefined) this.tapped.add(m);
+    if (m.tap !== undefined) {
+      this.tapped.add(m);
+      m.tap.follow(this.topic.channel_id, m);
+    }
     this.topic.changed();
   }
 
   remove(m: Member): void {
     if (!this.members.delete(m)) return;
-    this.tapped.delete(m);
+    if (this.tapped.delete(m)) m.tap!.follow(this.topic.channel_id, undefined);
     m.port.leave(this.name);
     this.topic.changed();
   }
 
+  /** Lets go of the publishes every recorded member has read (all of them when none is left). */
+  trimShared(): void {
+    let low = this.sharedEnd;
+    for (const m of this.tapped) low = Math.min(low, m.sharedCursor);
+    low = Math.max(low, this.sharedEnd - MAX_SHARED);
+    if (low <= this.sharedBase) return;
+    this.shared = this.shared.slice(2 * (low - this.sharedBase));
+    this.sharedBase = low;
+  }
+
   /** Publishes `frame` to the members; returns the engine's deferred work it caused (ms). */
-  publish(frame: HubFrame, note: FrameNote): number {
+  /** `now`: monotonic ms, asked when recorded members are published to. */
+  publish(frame: HubFrame, note: FrameNote, now: () => number): number {
     const n = this.members.size;
     if (n === 0 || frame.seq <= this.lastSeq) return 0;
     this.lastSeq = frame.seq;
     // The server's publish: any member's connection reaches it.
     const first = this.members.values().next().value!;
     first.port.publish(this.name, frame, note, n);
-    for (const m of this.tapped) m.tap!(frame, true);
+    if (this.tapped.size > 0) {
+      const one = this.tapped.values().next().value!;
+      this.shared.push(one.tap!.shared(frame), now());
+      if (this.shared.length > 4 * MAX_SHARED) this.trimShared();
+    }
     return frame.buf.length < ENGINE_QUEUED_BELOW_BYTES ? n * DEFERRED_MS_PER_DELIVERY : 0;
   }
 }
@@ -212,6 +258,7 @@ class ChannelTopic {
         m.sub.leaveTopic(this.channel_id);
         s.remove(m); // if its session no longer holds it
       }
+    for (const s of this.shards) s.trimShared();
     const kept = this.shards.filter((s) => s.size > 0);
     if (kept.length !== this.shards.length) {
       this.shards.splice(0, this.shards.length, ...kept);

@@ -4,8 +4,33 @@
  */
 import type { HubFrame } from './keyframe-cache.js';
 
-/** A frame delivered to the observer (on its control connection inline, or on its stream connection). */
-export type FrameTap = (frame: HubFrame, onStream: boolean) => void;
+/** What the recording of an observer session is told of the frames delivered to it. */
+export interface FrameTap {
+  /** A frame delivered to this session alone (on its control connection inline, or its stream), now. */
+  delivered(frame: HubFrame, onStream: boolean): void;
+  /**
+   * A topic shard (hub-topics.ts) publishes `frame` now to members of which some are recorded: asked of
+   * one member's tap per publish (the route's recorder numbers the frame once for all of them); the number
+   * is what the members read back through their `SharedReader`.
+   */
+  shared(frame: HubFrame): number;
+  /**
+   * The session's channel joined a topic shard (`reader`: what the shard published to it since it last
+   * read) or left it (undefined; read it one last time first). A shard's members are not told of each
+   * frame it publishes: the recording reads them before it writes any other record of the session, and on
+   * the recorder's tick, so its file keeps the order of delivery at the cost of a few numbers per frame.
+   */
+  follow(channel_id: number, reader: SharedReader | undefined): void;
+}
+
+/** The frames a topic shard published to one member, since its last read. */
+export interface SharedReader {
+  /**
+   * Calls `each` with their numbers (`FrameTap.shared`) and times (ms), oldest first; returns how many
+   * older ones the shard no longer held (its log is bounded: a reader that does not read loses them).
+   */
+  read(each: (n: number, atMs: number) => void): number;
+}
 
 export interface ObserverTap {
   /**

@@ -66,7 +66,7 @@ export interface Joinable {
   readonly rate_hz: number | null;
   readonly lastSeq: number;
   readonly gate: RateGate;
-  /** The flight recorder's tap of the session: the topic tells it of every frame it publishes. */
+  /** The flight recorder's tap of the session: it reads what the topic's shard publishes (hub-topics.ts). */
   readonly tap: FrameTap | undefined;
 }
 
@@ -312,7 +312,7 @@ export class Subscriber {
     if (frame.ts_send_ns !== undefined) {
       c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
     }
-    this.tap?.(frame, this.stream !== null);
+    this.tap?.delivered(frame, this.stream !== null);
     if (this.stream !== null) {
       return this.stream.push(frame, latestWins, note) === 'overflow' ? 'overflow-stream' : 'forwarded';
     }

@@ -103,6 +103,12 @@ export class SessionLog {
   private readonly batchMs: number;
   /** Records written and dropped over the whole recording. */
   readonly totals = { records: 0, dropped: 0, files: 0 };
+  /**
+   * Takes in the frames delivered to the session that it was not told of one at a time (an observer's
+   * topic shards, edge/observer-recording.ts): called before any other record, on `tick` and at the end,
+   * so the file keeps the order of delivery.
+   */
+  pendingFrames: (() => void) | undefined;
 
   constructor(
     private readonly o: SessionLogOptions,
@@ -222,6 +228,7 @@ export class SessionLog {
 
   /** Time passes: a batch of frames older than BATCH_MS is written. */
   tick(nowMs: number): void {
+    this.pendingFrames?.();
     const first = this.batch?.firstMs ?? this.refs?.firstMs;
     if (first !== undefined && nowMs - first >= this.batchMs) this.flushBatch(nowMs);
   }
@@ -248,6 +255,7 @@ export class SessionLog {
   /** The recording ends: what was dropped last, then an `end` record; the file is closed. */
   end(reason: string, nowMs: number): void {
     if (this.ended) return;
+    this.pendingFrames?.();
     this.flushBatch(nowMs);
     this.flushDrops(nowMs);
     const body = JSON.stringify({ reason, records: this.segRecords + 1, dropped: this.totals.dropped });
@@ -329,7 +337,10 @@ export class SessionLog {
     bodyBytes = Buffer.byteLength(bodyJson),
   ): boolean {
     // Frames delivered before this record come first.
-    if (kind !== 'frames' && kind !== 'frame_refs') this.flushBatch(nowMs);
+    if (kind !== 'frames' && kind !== 'frame_refs') {
+      this.pendingFrames?.();
+      this.flushBatch(nowMs);
+    }
     const estimate = bodyBytes + 160;
     if (!this.sink.room(estimate + (this.drops.records > 0 ? DROPPED_RECORD_BYTES : 0))) {
       const ts = this.ts(nowMs);

@@ -7,8 +7,10 @@ import { describe, expect, it } from 'vitest';
 import { FLAG_KEYFRAME, peekFrame } from '../../src/protocol/frame.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import type { HubFrame } from '../../src/fanout/keyframe-cache.js';
+import type { FrameTap, SharedReader } from '../../src/fanout/observer-tap.js';
 import {
   HubTopics,
+  MAX_SHARED,
   SHARD_BYTES,
   SHARD_MAX_MEMBERS,
   TopicShard,
@@ -128,7 +130,7 @@ function setup(n: number, declared = 100) {
   /** A frame as the hub's pass fans it out: one publish per shard of members, the others one by one. */
   const fanOut = (f: HubFrame, now: number) => {
     for (const t of topics.targets(f, note, now, observers)) {
-      if (t instanceof TopicShard) t.publish(f, note);
+      if (t instanceof TopicShard) t.publish(f, note, () => now);
       else if (t.sub?.deliver(f, note) === 'forwarded') topics.consider(t, t.sub, f);
     }
   };
@@ -136,6 +138,34 @@ function setup(n: number, declared = 100) {
 }
 
 const note = (): FrameNote => ({ received_at: 0, channel: 'proprio' });
+
+/** A flight recorder's tap as the edge's does it: numbers shared frames by seq, reads its shards on demand. */
+class Recording implements FrameTap {
+  /** Seqs in the order the recording took them, with the publish time (ms) of those read from a shard. */
+  readonly frames: [seq: number, atMs?: number][] = [];
+  readonly numbered: number[] = [];
+  readonly following = new Map<number, SharedReader>();
+  delivered(f: HubFrame, onStream: boolean): void {
+    this.readAll();
+    expect(onStream).toBe(true);
+    this.frames.push([f.seq]);
+  }
+  shared(f: HubFrame): number {
+    this.numbered.push(f.seq);
+    return f.seq;
+  }
+  follow(channel_id: number, reader: SharedReader | undefined): void {
+    if (reader !== undefined) return void this.following.set(channel_id, reader);
+    this.readAll();
+    this.following.delete(channel_id);
+  }
+  /** Returns how many publishes were lost. */
+  readAll(): number {
+    let lost = 0;
+    for (const r of this.following.values()) lost += r.read((n, at) => this.frames.push([n, at]));
+    return lost;
+  }
+}
 
 function seqs(conn: FakeConn): number[] {
   return conn.received.map((b) => peekFrame(b as Buffer).seq);
@@ -214,7 +244,7 @@ describe('hub topics', () => {
     expect(seqs(observers[0]!.conn)).toEqual(Array.from({ length: s - 1 }, (_, i) => i + 1));
   });
 
-  it('a recorded session is a member too: its tap hears every frame the topic publishes; telemetry counts them', () => {
+  it('a recorded session is a member too: its recording reads what the shard published, numbered once per publish; telemetry counts them', () => {
     const { server, topics, observers, fanOut } = setup(2);
     const [o, other] = observers as [Observer, Observer];
     for (let s = 1; s <= 10; s++) fanOut(frame(s, s * 10), s * 10);
@@ -222,21 +252,46 @@ describe('hub topics', () => {
     const taken = o.sub!.takeTelemetry();
     expect(taken.channels.get(1)?.count).toBe(10);
     expect(taken.channels.get(1)?.p50).toBe(2 * MS);
-    const tapped: [number, boolean][] = [];
-    o.sub!.frameTap = (f, onStream) => tapped.push([f.seq, onStream]);
-    // A new tap: the channel leaves, takes frame 11 one by one (tapped there), and rejoins with the tap.
+    const rec = new Recording();
+    o.sub!.frameTap = rec;
+    // A new tap: the channel leaves, takes frame 11 one by one (told so), and rejoins with the tap.
     expect(topics.members(1)).toBe(1);
     const published = server.publishes;
     for (let s = 11; s <= 15; s++) fanOut(frame(s, s * 10), s * 10);
     expect(topics.members(1)).toBe(2);
     expect(server.publishes - published).toBe(5); // frame 11 to the other member, 12-15 to both
-    expect(tapped).toEqual([11, 12, 13, 14, 15].map((s) => [s, true]));
+    expect(rec.numbered).toEqual([12, 13, 14, 15]); // once per publish, not per member
+    expect(rec.frames).toEqual([[11]]); // the shard's publishes wait to be read
+    rec.readAll();
+    expect(rec.frames).toEqual([[11], ...[12, 13, 14, 15].map((s) => [s, s * 10])]);
     for (const x of [o, other]) expect(seqs(x.conn)).toEqual(Array.from({ length: 15 }, (_, i) => i + 1));
     expect(o.sub!.takeTelemetry().channels.get(1)?.count).toBe(5);
-    o.sub!.frameTap = undefined; // the recording ends: leaves, and no tap hears frames after it
-    for (let s = 16; s <= 18; s++) fanOut(frame(s, s * 10), s * 10);
-    expect(tapped).toHaveLength(5);
+    fanOut(frame(16, 160), 160);
+    o.sub!.frameTap = undefined; // the recording ends: the channel leaves, read one last time
+    expect(rec.following.size).toBe(0);
+    for (let s = 17; s <= 18; s++) fanOut(frame(s, s * 10), s * 10);
+    expect(rec.frames.map(([seq]) => seq)).toEqual([11, 12, 13, 14, 15, 16]);
+    expect(rec.numbered).toEqual([12, 13, 14, 15, 16]);
     expect(topics.members(1)).toBe(2);
+  });
+
+  it('a recording that does not read loses the oldest publishes beyond the bound, and is told how many', () => {
+    const { topics, observers, fanOut } = setup(1);
+    const [o] = observers as [Observer];
+    const rec = new Recording();
+    o.sub!.frameTap = rec;
+    const n = MAX_SHARED + 500;
+    for (let s = 1; s <= n; s++) fanOut(frame(s, s * 10), s * 10);
+    expect(topics.members(1)).toBe(1);
+    const lost = rec.readAll();
+    expect(lost).toBeGreaterThan(0);
+    // What it read is the newest, in order, with nothing in between missing; with what was lost, every publish.
+    const seqsRead = rec.frames.filter(([, at]) => at !== undefined).map(([seq]) => seq);
+    expect(seqsRead.at(-1)).toBe(n);
+    expect(seqsRead.every((s, i) => i === 0 || s === seqsRead[i - 1]! + 1)).toBe(true);
+    expect(seqsRead.length + lost).toBe(rec.numbered.length);
+    // The bound is applied at each scan (every TOPIC_SCAN_MS; a frame every 10 ms here).
+    expect(seqsRead.length).toBeLessThanOrEqual(MAX_SHARED + TOPIC_SCAN_MS / 10);
   });
 
   it('members are split into shards, one publish each; large frames in smaller shards; a join takes a shard that had its frame', () => {
@@ -266,7 +321,7 @@ describe('hub topics', () => {
     const { topics, observers } = setup(3);
     const serve = (targets: readonly (Observer | TopicShard)[], f: HubFrame) => {
       for (const t of targets) {
-        if (t instanceof TopicShard) t.publish(f, note());
+        if (t instanceof TopicShard) t.publish(f, note(), () => 0);
         else if (t.sub?.deliver(f, note()) === 'forwarded') topics.consider(t, t.sub, f);
       }
     };

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
+import { peekFrame } from '../../src/protocol/frame.js';
 import { refNumbers } from '../../src/recorder/frame-refs.js';
 import { parseRecords } from '../../src/recorder/read.js';
 import { verifyText } from '../../src/recorder/verify.js';
@@ -40,6 +41,13 @@ async function until(cond: () => boolean, what: string, ms = 10_000): Promise<vo
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** A binary frame as a recording names it: channel, seq and the SHA-256 of its payload. */
+function frameKey(buf: Buffer): string {
+  const h = peekFrame(buf);
+  const payload = buf.subarray(buf.length - h.payload_len);
+  return `${h.channel_id}/${h.seq}/${createHash('sha256').update(payload).digest('hex')}`;
 }
 
 async function metric(edge: TestEdge, name: string): Promise<number> {
@@ -220,6 +228,89 @@ describe('flight recorder in the edge', () => {
       ...hubTokens,
     ])
       for (const t of [hubText, text]) expect(t, s).not.toContain(s);
+  });
+
+  it("records observers on stream connections (uws: through the engine's topics): every frame each received, per channel in order", async () => {
+    const world = await armWorld();
+    const dir = join(root, 'streams');
+    const edge = await startEdge([
+      {
+        path: '/arm',
+        name: 'arm',
+        upstream: world.url,
+        upstream_token: UPSTREAM_CREDENTIAL,
+        record: { dir },
+      },
+    ]);
+    cleanups.push(() => edge.close());
+    const observers: { client: AwpClient; session_id: string; got: string[] }[] = [];
+    for (let i = 0; i < 3; i++) {
+      const client = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
+      cleanups.push(() => client.drop());
+      await client.ok('initialize', initializeParams());
+      const ready = await client.ok('session.open', {
+        mode: 'streaming',
+        subscribe: [{ channel: 'proprio' }, { channel: 'camera' }],
+      });
+      const url = (ready.stream_endpoints as { binding: string; url?: string }[]).find(
+        (e) => e.binding === 'ws',
+      )!.url!;
+      const stream = new WebSocket(url, ['awp', `awp.bearer.${ready.session_token as string}`]);
+      cleanups.push(() => stream.terminate());
+      const got: string[] = [];
+      stream.on('message', (data: Buffer) => got.push(frameKey(data)));
+      observers.push({ client, session_id: ready.session_id as string, got });
+    }
+    // ~130 frames/s on each stream: a second and more of them, most through the topics on uws.
+    await until(() => observers.every((o) => o.got.length >= 200), 'frames on every stream connection');
+    const members = (await (await fetch(`${edge.adminUrl}/metrics`)).text())
+      .split('\n')
+      .filter((l) => l.startsWith('awp_edge_topic_members{route="arm"'))
+      .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+    expect(members).toBe(process.env.AWP_EDGE_ENGINE === 'uws' ? 6 : 0); // three observers, two channels each
+    for (const o of observers) await o.client.ok('session.close', {});
+    await edge.close();
+
+    const files = readdirSync(dir).sort();
+    const hubFile = files.find((f) => f.startsWith('arm.hub.'))!;
+    const hubFrames = new Map<number, Json>();
+    for (const f of files.filter((f) => f.startsWith('arm.hub.'))) {
+      const text = readFileSync(join(dir, f), 'utf8');
+      const v = verifyText(text);
+      expect(v.ok ? 'ok' : `${v.line}: ${v.problem}`).toBe('ok');
+      for (const r of parseRecords(text).filter((r) => r.kind === 'frames'))
+        for (const fr of r.body.frames as Json[]) hubFrames.set(fr.n as number, fr);
+    }
+    for (const o of observers) {
+      const file = files.find((f) => f.startsWith('arm.observer.') && f.includes(o.session_id))!;
+      const text = readFileSync(join(dir, file), 'utf8');
+      const v = verifyText(text);
+      expect(v.ok ? 'ok' : `${v.line}: ${v.problem}`).toBe('ok');
+      const refs = parseRecords(text).filter((r) => r.kind === 'frame_refs');
+      expect(refs.every((r) => r.body.hub_file === hubFile)).toBe(true);
+      // Inline on the control connection until the stream connection is up, then only there (AWP-TRN-012).
+      const inline = o.client.received
+        .filter((m) => m.method === 'obs.frame')
+        .map((m) => {
+          const p = m.params as Json;
+          const payload = Buffer.from(p.payload_b64 as string, 'base64');
+          return `${String(p.channel_id)}/${String(p.seq)}/${createHash('sha256').update(payload).digest('hex')}`;
+        });
+      const got = [...inline, ...o.got];
+      const bindings = refs.map((r) => r.body.binding as string);
+      expect(bindings.indexOf('ws')).toBeGreaterThan(bindings.lastIndexOf('inline'));
+      const recorded = refs
+        .flatMap((r) => refNumbers(r.body)!)
+        .map((n) => hubFrames.get(n)!)
+        .map((f) => `${String(f.channel_id)}/${String(f.seq)}/${String(f.payload_sha256)}`);
+      // Per channel, what the observer received is what its file names, in order. (Across channels the
+      // wire order may differ: uWS writes a small published frame after the turn, a large one at once.)
+      for (const channel of new Set(got.map((k) => k.split('/')[0]))) {
+        const of = (keys: string[]) => keys.filter((k) => k.startsWith(`${channel!}/`));
+        expect(of(recorded)).toEqual(of(got));
+      }
+      expect(recorded).toHaveLength(got.length);
+    }
   });
 
   it('on a stalled disk never holds the relay back: records are dropped, counted, and said in the file', async () => {
