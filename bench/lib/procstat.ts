@@ -17,21 +17,30 @@ function clockTicks(): number {
 export interface ProcReading {
   /** CPU seconds (user + system) since the process started. */
   readonly cpu_s: number;
+  readonly main_thread_cpu_s: number;
   readonly rss_bytes: number;
   /** Peak RSS (VmHWM). */
   readonly hwm_bytes: number;
 }
 
+/** CPU seconds (user + system) of a /proc stat file (a process's, or one of its threads'). */
+function cpuSeconds(path: string): number {
+  const stat = readFileSync(path, 'utf8');
+  // Fields after the command name (which may hold spaces) start at the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks(); // utime, stime (fields 14 and 15)
+}
+
 export function readProc(pid: number): ProcReading | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) start at the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+    const cpu_s = cpuSeconds(`/proc/${pid}/stat`);
+    // The main thread (tid = pid): JavaScript and the engine's writes; the rest is GC helpers and the
+    // libuv pool (file writes), which Node leaves unnamed.
+    const main_thread_cpu_s = cpuSeconds(`/proc/${pid}/task/${pid}/stat`);
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kb = (key: string) =>
       Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024;
-    return { cpu_s: ticks / clockTicks(), rss_bytes: kb('VmRSS'), hwm_bytes: kb('VmHWM') };
+    return { cpu_s, main_thread_cpu_s, rss_bytes: kb('VmRSS'), hwm_bytes: kb('VmHWM') };
   } catch {
     return undefined;
   }
@@ -41,13 +50,15 @@ export interface ProcSummary {
   readonly pid: number;
   /** CPU over the window, % of one core. */
   readonly cpu_pct: number;
+  /** The main thread's share of it (the rest: GC helper threads and the libuv pool). */
+  readonly main_thread_cpu_pct: number;
   readonly rss_mib_mean: number;
   readonly rss_mib_max: number;
 }
 
 /** Samples a set of processes' RSS every `intervalMs` and their CPU over the whole window. */
 export class ProcSampler {
-  private readonly start = new Map<string, { cpu: number; at: number }>();
+  private readonly start = new Map<string, { cpu: number; main: number; at: number }>();
   private readonly rss = new Map<string, number[]>();
   private timer: NodeJS.Timeout | undefined;
 
@@ -60,7 +71,7 @@ export class ProcSampler {
     const at = performance.now();
     for (const [name, pid] of Object.entries(this.pids)) {
       const r = readProc(pid);
-      this.start.set(name, { cpu: r?.cpu_s ?? 0, at });
+      this.start.set(name, { cpu: r?.cpu_s ?? 0, main: r?.main_thread_cpu_s ?? 0, at });
       this.rss.set(name, r !== undefined ? [r.rss_bytes] : []);
     }
     this.timer = setInterval(() => this.sample(), this.intervalMs);
@@ -85,13 +96,19 @@ export class ProcSampler {
       const mean = samples.reduce((a, b) => a + b, 0) / Math.max(1, samples.length);
       out[name] = {
         pid,
-        cpu_pct: r === undefined ? NaN : round1((((r.cpu_s - s.cpu) * 1000) / (now - s.at)) * 100),
+        cpu_pct: r === undefined ? NaN : pct(r.cpu_s - s.cpu, now - s.at),
+        main_thread_cpu_pct: r === undefined ? NaN : pct(r.main_thread_cpu_s - s.main, now - s.at),
         rss_mib_mean: round1(mean / 2 ** 20),
         rss_mib_max: round1(Math.max(0, ...samples) / 2 ** 20),
       };
     }
     return out;
   }
+}
+
+/** CPU seconds over a window of `ms`, as % of one core. */
+function pct(cpu_s: number, ms: number): number {
+  return round1(((cpu_s * 1000) / ms) * 100);
 }
 
 function round1(x: number): number {

@@ -43,8 +43,8 @@ export function checkTargets(results: Record<string, unknown>): TargetCheck[] {
         (v) => v >= 0.9,
         rec!.observers < 1000
           ? 'quick run: full fan-out load is 1,000 observers (--full)'
-          : w.workload === 'mixed'
-            ? 'the observers bound this workload, not the edge (CPU below a core): per-session costs weigh more'
+          : (w.off_cpu_pct_median ?? 100) < 90
+            ? 'the edge ran below a core with recording off: the observers bound it, and per-session costs weigh more than at a saturated edge'
             : undefined,
       ),
     );

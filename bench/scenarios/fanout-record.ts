@@ -2,10 +2,11 @@
  * The flight recorder's cost at fan-out load (issue 14 item 4): `npm run bench -- fanout --record`. The
  * fan-out case (one arm world, N observers on ws stream connections) runs with the route's recorder off and
  * on (`record: { dir }`, class audit: every frame delivered to every observer is recorded, by reference to
- * the hub's record of it), alternating, three pairs per workload, in one run. Two workloads: `small`
- * (proprio only: the edge is CPU-bound at 1,000 observers, "full fan-out load") and `mixed` (proprio and
- * the 64 KiB camera: the observers' reads bound it first, the edge runs below a core, so per-session costs
- * that do not scale with frames weigh more). Reported per workload: the edge's frames per CPU-second with
+ * the hub's record of it), PAIRS pairs per workload in one run, each pair's order the reverse of the last
+ * (off-on, on-off, ...: a drift of the machine over the run does not favour either side). Two workloads:
+ * `small` (proprio only, 100 Hz to 1,000 observers) and `mixed` (proprio and the 64 KiB camera). On 2
+ * cores the observers' processes take what the edge leaves: with topics the edge runs at 45-75 % of a
+ * core in both, so per-session costs that do not scale with frames weigh more than at a saturated edge. Reported per workload: the edge's frames per CPU-second with
  * recording on over off, per pair and the median (target: at least 0.9, a cost of at most 10 %), and what
  * the recorder wrote (records, bytes, records it dropped: from the files' end records).
  */
@@ -33,7 +34,11 @@ interface Side {
   readonly delivered_fps: number;
   readonly delivered_mib_s: number;
   readonly cpu_pct: number;
+  /** Of cpu_pct, the edge's main thread (the rest: GC helper threads and the file writes' thread pool). */
+  readonly main_thread_cpu_pct: number;
   readonly frames_per_cpu_s: number;
+  /** The edge's event loop over the window, with its GC pauses by kind: where an "on" case's CPU went. */
+  readonly edge_loop?: CaseResult['edge_loop_delay_ms'];
 }
 
 interface Pair {
@@ -61,10 +66,13 @@ export interface FanoutRecordSummary {
   readonly method: string;
 }
 
+/** Pairs per workload: single pairs spread +-10 points on this machine, the size of what is measured. */
+const PAIRS = 5;
+
 const METHOD =
-  'Per workload (small: proprio only, the edge CPU-bound at 1,000 observers; mixed: proprio and camera), ' +
-  'alternating pairs of the fan-out case (fresh world, edge and generators each), the route recording off, then ' +
-  'on (class audit, queue_bytes 16 MiB default, files on the local disk, deleted after each case). Frames per ' +
+  'Per workload (small: proprio only; mixed: proprio and camera), 1,000 observers, ' +
+  `${PAIRS} pairs of the fan-out case (fresh world, edge and generators each), the route recording off and ` +
+  'on, each pair in the reverse order of the one before (off-on, on-off, ...) (class audit, queue_bytes 16 MiB default, files on the local disk, deleted after each case). Frames per ' +
   'CPU-second = delivered frames / the edge process CPU time in the window (/proc; the thread pool writing the ' +
   'files counts). Written/dropped read from the files afterwards (the edge process is ended without closing them).';
 
@@ -101,7 +109,9 @@ const side = (c: CaseResult): Side => ({
   delivered_fps: c.healthy.delivered_fps,
   delivered_mib_s: c.delivered_mib_s,
   cpu_pct: c.server.cpu_pct,
+  main_thread_cpu_pct: c.server.main_thread_cpu_pct,
   frames_per_cpu_s: perCpu(c),
+  ...(c.edge_loop_delay_ms !== undefined && { edge_loop: c.edge_loop_delay_ms }),
 });
 
 function median(values: (number | null)[]): number | null {
@@ -131,13 +141,21 @@ export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSu
         ...(record !== undefined && { record }),
       });
     const pairs: Pair[] = [];
-    for (let i = 0; i < 3; i++) {
-      ctx.log(`fanout-record: ${name}, pair ${i + 1}, ${target} x ${observers} observers, recording off`);
-      const off = await run();
+    for (let i = 0; i < PAIRS; i++) {
       const dir = mkdtempSync(join(tmpdir(), 'awp-bench-record-'));
       try {
-        ctx.log(`fanout-record: ${name}, pair ${i + 1}, recording on (${dir})`);
-        const on = await run({ dir });
+        const runOff = () => {
+          ctx.log(`fanout-record: ${name}, pair ${i + 1}, ${target} x ${observers} observers, recording off`);
+          return run();
+        };
+        const runOn = () => {
+          ctx.log(`fanout-record: ${name}, pair ${i + 1}, recording on (${dir})`);
+          return run({ dir });
+        };
+        const offFirst = i % 2 === 0;
+        const first = await (offFirst ? runOff() : runOn());
+        const second = await (offFirst ? runOn() : runOff());
+        const [off, on] = offFirst ? [first, second] : [second, first];
         const w = written(dir);
         const pair: Pair = {
           off: side(off),
@@ -146,8 +164,8 @@ export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSu
           fps_ratio: ratio(on.healthy.delivered_fps, off.healthy.delivered_fps),
         };
         ctx.log(
-          `  off ${pair.off.frames_per_cpu_s} frames/CPU-s (${pair.off.delivered_fps} fps, ${pair.off.delivered_mib_s} MiB/s, cpu ${pair.off.cpu_pct} %), ` +
-            `on ${pair.on.frames_per_cpu_s} (${pair.on.delivered_fps} fps, ${pair.on.delivered_mib_s} MiB/s, cpu ${pair.on.cpu_pct} %): ratio ${pair.frames_per_cpu_s_ratio}; ` +
+          `  off ${pair.off.frames_per_cpu_s} frames/CPU-s (${pair.off.delivered_fps} fps, ${pair.off.delivered_mib_s} MiB/s, cpu ${pair.off.cpu_pct} %, main thread ${pair.off.main_thread_cpu_pct} %), ` +
+            `on ${pair.on.frames_per_cpu_s} (${pair.on.delivered_fps} fps, ${pair.on.delivered_mib_s} MiB/s, cpu ${pair.on.cpu_pct} %, main thread ${pair.on.main_thread_cpu_pct} %): ratio ${pair.frames_per_cpu_s_ratio}; ` +
             `${w.records} records in ${w.files} files (${Math.round(w.bytes / 2 ** 20)} MiB), ${w.dropped} dropped`,
         );
         pairs.push(pair);

@@ -181,23 +181,32 @@ class ObserverRecording implements ObserverTap {
     return c;
   }
 
-  /** What the session's topic shards published to it since the last read, in order of delivery. */
+  /**
+   * What the session's topic shards published to it since the last read, in order of delivery. Called
+   * before every record and every frame delivered one observer at a time, so it allocates nothing
+   * unless two shards both have frames to merge.
+   */
   private readShared(): void {
     const log = this.log;
     if (log === undefined || this.readers.size === 0 || this.reading) return;
+    let waiting = 0;
+    for (const r of this.readers.values()) if (r.waiting) waiting++;
+    if (waiting === 0) return;
     this.reading = true;
     try {
       const file = hubFrames(this.recorder, this.hub).file;
       const ref = (n: number, at: number) => log.frameRef('edge_to_agent', file, 'ws', n, at);
       let lost = 0;
-      if (this.readers.size === 1) {
-        for (const r of this.readers.values()) lost += r.read(ref);
+      if (waiting === 1) {
+        for (const r of this.readers.values()) if (r.waiting) lost += r.read(ref);
       } else {
-        const runs = [...this.readers.values()].map((r) => {
+        const runs: { got: number[]; i: number }[] = [];
+        for (const r of this.readers.values()) {
+          if (!r.waiting) continue;
           const got: number[] = [];
           lost += r.read((n, at) => got.push(n, at));
-          return { got, i: 0 };
-        });
+          runs.push({ got, i: 0 });
+        }
         mergeByTime(runs, ref);
       }
       if (lost > 0) log.event({ event: 'frames_unrecorded', frames: lost }, this.now());

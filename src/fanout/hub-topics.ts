@@ -86,6 +86,10 @@ class Member implements Membership, SharedReader {
     this.sharedCursor = shard.sharedEnd;
   }
 
+  get waiting(): boolean {
+    return this.sharedCursor < this.shard.sharedEnd;
+  }
+
   read(each: (n: number, atMs: number) => void): number {
     const s = this.shard;
     const lost = Math.max(0, s.sharedBase - this.sharedCursor);

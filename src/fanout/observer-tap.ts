@@ -25,6 +25,8 @@ export interface FrameTap {
 
 /** The frames a topic shard published to one member, since its last read. */
 export interface SharedReader {
+  /** Whether the shard published to it since its last read (cheap: the recording asks before each record). */
+  readonly waiting: boolean;
   /**
    * Calls `each` with their numbers (`FrameTap.shared`) and times (ms), oldest first; returns how many
    * older ones the shard no longer held (its log is bounded: a reader that does not read loses them).
