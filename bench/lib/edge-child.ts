@@ -4,6 +4,8 @@
  * runs with --expose-gc) and event-loop delay on request. argv[2]: the raw config (JSON), validated like a config file.
  */
 import { PerformanceObserver, monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { writeHeapSnapshot } from 'node:v8';
 import { validateConfig } from '../../src/config/load.js';
 import { Edge } from '../../src/edge/edge.js';
@@ -39,27 +41,44 @@ new PerformanceObserver((list) => {
 }).observe({ entryTypes: ['gc'] });
 const round = (x: number) => Math.round(x * 100) / 100;
 
+/**
+ * AWP_BENCH_ALLOC_PROFILE_DIR: a sampling profile of what the edge allocates over the window (loop-reset
+ * to loop), garbage included, written there as a .heapprofile (open it in Chrome DevTools). What --heap-prof
+ * writes at exit holds only what is still live, not what keeps the scavenger busy.
+ */
+const allocDir = process.env.AWP_BENCH_ALLOC_PROFILE_DIR;
+const inspector = allocDir === undefined ? undefined : new Session();
+inspector?.connect();
+async function allocProfile(start: boolean): Promise<void> {
+  if (inspector === undefined) return;
+  if (start) {
+    await inspector.post('HeapProfiler.startSampling', {
+      samplingInterval: 32_768,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+    return;
+  }
+  const { profile } = await inspector.post('HeapProfiler.stopSampling');
+  writeFileSync(`${allocDir}/edge-${process.pid}.heapprofile`, JSON.stringify(profile));
+}
+
 serve(
   {
     memory: memoryAfterGc,
     /** A V8 heap snapshot written to `path` (for memory analysis by hand). */
     'heap-snapshot': (m) => ({ file: writeHeapSnapshot(m.path as string) }),
-    'loop-reset': () => {
+    'loop-reset': async () => {
+      await allocProfile(true);
       delay.reset();
       elu = performance.eventLoopUtilization();
       gc = new Map();
       return {};
     },
-    loop: () => ({
-      samples: delay.count,
-      p50_ms: ms(delay.percentile(50)),
-      p99_ms: ms(delay.percentile(99)),
-      max_ms: ms(delay.max),
-      elu: Math.round(performance.eventLoopUtilization(elu).utilization * 1000) / 1000,
-      gc: Object.fromEntries(
-        [...gc].map(([k, g]) => [k, { ...g, total_ms: round(g.total_ms), max_ms: round(g.max_ms) }]),
-      ),
-    }),
+    loop: async () => {
+      await allocProfile(false);
+      return loopReport();
+    },
     close: async () => {
       await edge.close();
       return {};
@@ -67,3 +86,16 @@ serve(
   },
   { port: edge.port, adminPort: edge.adminPort, engine: edge.engine },
 );
+
+function loopReport() {
+  return {
+    samples: delay.count,
+    p50_ms: ms(delay.percentile(50)),
+    p99_ms: ms(delay.percentile(99)),
+    max_ms: ms(delay.max),
+    elu: Math.round(performance.eventLoopUtilization(elu).utilization * 1000) / 1000,
+    gc: Object.fromEntries(
+      [...gc].map(([k, g]) => [k, { ...g, total_ms: round(g.total_ms), max_ms: round(g.max_ms) }]),
+    ),
+  };
+}

@@ -182,32 +182,49 @@ class ObserverRecording implements ObserverTap {
   }
 
   /**
-   * What the session's topic shards published to it since the last read, in order of delivery. Called
-   * before every record and every frame delivered one observer at a time, so it allocates nothing
-   * unless two shards both have frames to merge.
+   * What the session's topic shards published to it since the last read, in order of delivery (by time,
+   * then by number: a shard's publish is numbered when it is made). Called before every record and every
+   * frame delivered one observer at a time, so it copies nothing: several shards are merged by reading
+   * each up to the next entry of the others (allocation profile, 1,000 observers of two channels: the
+   * merge's arrays were a fifth of what the recording edge allocated).
    */
   private readShared(): void {
     const log = this.log;
     if (log === undefined || this.readers.size === 0 || this.reading) return;
-    let waiting = 0;
-    for (const r of this.readers.values()) if (r.waiting) waiting++;
-    if (waiting === 0) return;
     this.reading = true;
     try {
-      const file = hubFrames(this.recorder, this.hub).file;
-      const ref = (n: number, at: number) => log.frameRef('edge_to_agent', file, 'ws', n, at);
+      let file: string | undefined;
       let lost = 0;
-      if (waiting === 1) {
-        for (const r of this.readers.values()) if (r.waiting) lost += r.read(ref);
-      } else {
-        const runs: { got: number[]; i: number }[] = [];
+      for (;;) {
+        let best: SharedReader | undefined;
+        let nextAt = Infinity;
+        let nextN = Infinity;
         for (const r of this.readers.values()) {
           if (!r.waiting) continue;
-          const got: number[] = [];
-          lost += r.read((n, at) => got.push(n, at));
-          runs.push({ got, i: 0 });
+          if (best === undefined || before(r, best.nextAt, best.nextN)) {
+            if (best !== undefined) {
+              nextAt = best.nextAt;
+              nextN = best.nextN;
+            }
+            best = r;
+          } else if (before(r, nextAt, nextN)) {
+            nextAt = r.nextAt;
+            nextN = r.nextN;
+          }
         }
-        mergeByTime(runs, ref);
+        if (best === undefined) break;
+        file ??= hubFrames(this.recorder, this.hub).file;
+        const hubFile = file;
+        let read = 0;
+        lost += best.read(
+          (n, at) => {
+            read++;
+            log.frameRef('edge_to_agent', hubFile, 'ws', n, at);
+          },
+          nextAt,
+          nextN,
+        );
+        if (read === 0) break; // two shards holding one frame (never made): stop rather than spin
       }
       if (lost > 0) log.event({ event: 'frames_unrecorded', frames: lost }, this.now());
     } finally {
@@ -216,14 +233,7 @@ class ObserverRecording implements ObserverTap {
   }
 }
 
-/** Calls `each` for the (number, ms) pairs of several lists, each in time order, in time order. */
-function mergeByTime(runs: { got: number[]; i: number }[], each: (n: number, at: number) => void): void {
-  for (;;) {
-    let best: { got: number[]; i: number } | undefined;
-    for (const r of runs)
-      if (r.i < r.got.length && (best === undefined || r.got[r.i + 1]! < best.got[best.i + 1]!)) best = r;
-    if (best === undefined) return;
-    each(best.got[best.i]!, best.got[best.i + 1]!);
-    best.i += 2;
-  }
+/** Whether `r`'s next entry comes before (at, n). */
+function before(r: SharedReader, at: number, n: number): boolean {
+  return r.nextAt < at || (r.nextAt === at && r.nextN < n);
 }

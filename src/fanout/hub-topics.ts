@@ -90,13 +90,31 @@ class Member implements Membership, SharedReader {
     return this.sharedCursor < this.shard.sharedEnd;
   }
 
-  read(each: (n: number, atMs: number) => void): number {
+  /** Where the next entry it has not read is in the shard's log (past what the log no longer holds). */
+  private get at(): number {
+    return 2 * Math.max(0, this.sharedCursor - this.shard.sharedBase);
+  }
+
+  get nextAt(): number {
+    return this.shard.shared[this.at + 1] ?? Infinity;
+  }
+
+  get nextN(): number {
+    return this.shard.shared[this.at] ?? Infinity;
+  }
+
+  read(each: (n: number, atMs: number) => void, beforeAt = Infinity, beforeN = Infinity): number {
     const s = this.shard;
     const lost = Math.max(0, s.sharedBase - this.sharedCursor);
     const log = s.shared;
-    for (let i = 2 * Math.max(0, this.sharedCursor - s.sharedBase); i < log.length; i += 2)
-      each(log[i]!, log[i + 1]!);
-    this.sharedCursor = s.sharedEnd;
+    let i = this.at;
+    for (; i < log.length; i += 2) {
+      const n = log[i]!;
+      const at = log[i + 1]!;
+      if (at > beforeAt || (at === beforeAt && n >= beforeN)) break;
+      each(n, at);
+    }
+    this.sharedCursor = s.sharedBase + i / 2;
     return lost;
   }
 

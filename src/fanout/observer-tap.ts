@@ -27,11 +27,16 @@ export interface FrameTap {
 export interface SharedReader {
   /** Whether the shard published to it since its last read (cheap: the recording asks before each record). */
   readonly waiting: boolean;
+  /** The time (ms) and number of the oldest frame not read yet (Infinity when none waits). */
+  readonly nextAt: number;
+  readonly nextN: number;
   /**
-   * Calls `each` with their numbers (`FrameTap.shared`) and times (ms), oldest first; returns how many
-   * older ones the shard no longer held (its log is bounded: a reader that does not read loses them).
+   * Calls `each` with their numbers (`FrameTap.shared`) and times (ms), oldest first, up to (not
+   * including) the first published at (`beforeAt`, `beforeN`) or later: so a session's shards are merged
+   * into the order of delivery without copying. Returns how many older ones the shard no longer held
+   * (its log is bounded: a reader that does not read loses them).
    */
-  read(each: (n: number, atMs: number) => void): number;
+  read(each: (n: number, atMs: number) => void, beforeAt?: number, beforeN?: number): number;
 }
 
 export interface ObserverTap {

@@ -294,6 +294,28 @@ describe('hub topics', () => {
     expect(seqsRead.length).toBeLessThanOrEqual(MAX_SHARED + TOPIC_SCAN_MS / 10);
   });
 
+  it('a shard log read up to a bound stops before it and names what comes next (how a recording merges its shards)', () => {
+    const { observers, fanOut } = setup(1);
+    const rec = new Recording();
+    observers[0]!.sub!.frameTap = rec;
+    for (let s = 1; s <= 10; s++) fanOut(frame(s, s * 10), s * 10);
+    const r = rec.following.get(1)!;
+    const first = r.nextN;
+    expect(r.waiting).toBe(true);
+    expect(r.nextAt).toBe(first * 10); // the recording numbers a frame by its seq; published at seq * 10 ms
+    const got: number[] = [];
+    // Up to (not including) the frame published at the same time with a lower number than first + 3.
+    r.read((n) => got.push(n), (first + 3) * 10, first + 3);
+    expect(got).toEqual([first, first + 1, first + 2]);
+    expect([r.nextAt, r.nextN]).toEqual([(first + 3) * 10, first + 3]);
+    r.read((n) => got.push(n), (first + 3) * 10, first + 4); // a tie in time: the lower number first
+    expect(got.at(-1)).toBe(first + 3);
+    r.read((n) => got.push(n));
+    expect(got.at(-1)).toBe(10);
+    expect(r.waiting).toBe(false);
+    expect(r.nextAt).toBe(Infinity);
+  });
+
   it('members are split into shards, one publish each; large frames in smaller shards; a join takes a shard that had its frame', () => {
     const n = SHARD_MAX_MEMBERS + 10;
     const { server, topics, observers, fanOut } = setup(n);
