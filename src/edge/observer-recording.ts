@@ -190,10 +190,15 @@ class ObserverRecording implements ObserverTap {
    */
   private readShared(): void {
     const log = this.log;
-    if (log === undefined || this.readers.size === 0 || this.reading) return;
+    if (log === undefined || this.reading || !this.waiting()) return;
     this.reading = true;
     try {
       let file: string | undefined;
+      let read = 0;
+      const ref = (n: number, at: number) => {
+        read++;
+        log.frameRef('edge_to_agent', (file ??= hubFrames(this.recorder, this.hub).file), 'ws', n, at);
+      };
       let lost = 0;
       for (;;) {
         let best: SharedReader | undefined;
@@ -213,23 +218,19 @@ class ObserverRecording implements ObserverTap {
           }
         }
         if (best === undefined) break;
-        file ??= hubFrames(this.recorder, this.hub).file;
-        const hubFile = file;
-        let read = 0;
-        lost += best.read(
-          (n, at) => {
-            read++;
-            log.frameRef('edge_to_agent', hubFile, 'ws', n, at);
-          },
-          nextAt,
-          nextN,
-        );
-        if (read === 0) break; // two shards holding one frame (never made): stop rather than spin
+        const was = read;
+        lost += best.read(ref, nextAt, nextN);
+        if (read === was) break; // two shards holding one frame (never made): stop rather than spin
       }
       if (lost > 0) log.event({ event: 'frames_unrecorded', frames: lost }, this.now());
     } finally {
       this.reading = false;
     }
+  }
+
+  private waiting(): boolean {
+    for (const r of this.readers.values()) if (r.waiting) return true;
+    return false;
   }
 }
 

@@ -91,23 +91,23 @@ class Member implements Membership, SharedReader {
   }
 
   /** Where the next entry it has not read is in the shard's log (past what the log no longer holds). */
-  private get at(): number {
+  private get index(): number {
     return 2 * Math.max(0, this.sharedCursor - this.shard.sharedBase);
   }
 
   get nextAt(): number {
-    return this.shard.shared[this.at + 1] ?? Infinity;
+    return this.shard.shared[this.index + 1] ?? Infinity;
   }
 
   get nextN(): number {
-    return this.shard.shared[this.at] ?? Infinity;
+    return this.shard.shared[this.index] ?? Infinity;
   }
 
   read(each: (n: number, atMs: number) => void, beforeAt = Infinity, beforeN = Infinity): number {
     const s = this.shard;
     const lost = Math.max(0, s.sharedBase - this.sharedCursor);
     const log = s.shared;
-    let i = this.at;
+    let i = this.index;
     for (; i < log.length; i += 2) {
       const n = log[i]!;
       const at = log[i + 1]!;
