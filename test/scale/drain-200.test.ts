@@ -11,7 +11,7 @@ import { AwpClient, initializeParams, type Json } from '../support/awp-client.js
 import type { EdgeProcess } from '../support/edge-process.js';
 import { redisServerAvailable, startRedis } from '../support/redis.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { range, seqOf, sequencedOf, startArmWorldProcess, startReplica, until, useCleanups } from './rig.js';
+import { range, replayedOf, seqOf, startArmWorldProcess, startReplica, until, useCleanups } from './rig.js';
 
 const AGENTS = 200;
 const WINDOW_MS = 3000;
@@ -92,7 +92,7 @@ describe.skipIf(!redisServerAvailable())('scale-out: draining a replica with 200
       if (result.session_id !== g.ready.session_id) throw new Error(`resumed ${String(result.session_id)}`);
       const replayTo = result.replay_to_status_seq as number;
       await second.waitNotification('session.state', (p) => p.reason === 'resumed', 8000);
-      const seqs = sequencedOf(second).map(seqOf);
+      const seqs = replayedOf(second).map(seqOf);
       const expected = range(last + 1, replayTo + 1);
       if (JSON.stringify(seqs) !== JSON.stringify(expected))
         throw new Error(`replay ${JSON.stringify(seqs)} != ${JSON.stringify(expected)}`);

@@ -18,6 +18,7 @@ import {
   SLOW_MOVE,
   range,
   seqOf,
+  replayedOf,
   sequencedOf,
   sleep,
   startArmWorld,
@@ -101,7 +102,7 @@ describe.skipIf(!redisServerAvailable())('scale-out: failover to another replica
     expect(live.status_seq).toBe(replayTo + 1);
 
     // Every status_seq after the agent's last, exactly once, in order, up to and including 'resumed'.
-    const replayed = sequencedOf(client);
+    const replayed = replayedOf(client);
     expect(replayed.map(seqOf)).toEqual(range(last + 1, replayTo + 1));
     for (const m of replayed) {
       const before = firstSeen.get(seqOf(m));

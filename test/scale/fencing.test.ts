@@ -10,7 +10,7 @@ import {
   LaggingAgent,
   range,
   seqOf,
-  sequencedOf,
+  replayedOf,
   sleep,
   startArmWorld,
   startReplica,
@@ -73,6 +73,6 @@ describe.skipIf(!redisServerAvailable())('scale-out: fencing between replicas (i
     const resumed = await third.ok('session.resume', { session_token: token, last_status_seq: seen });
     const replayTo = resumed.replay_to_status_seq as number;
     await third.waitNotification('session.state', (p) => p.reason === 'resumed');
-    expect(sequencedOf(third).map(seqOf)).toEqual(range(seen + 1, replayTo + 1));
+    expect(replayedOf(third).map(seqOf)).toEqual(range(seen + 1, replayTo + 1));
   });
 });

@@ -16,6 +16,7 @@ import {
   SLOW_MOVE,
   range,
   seqOf,
+  replayedOf,
   sequencedOf,
   sleep,
   startArmWorld,
@@ -58,7 +59,7 @@ describe.skipIf(!redisServerAvailable())(
       expect(result.session_token).toBe(s.ready.session_token);
       const replayTo = result.replay_to_status_seq as number;
       await client.waitNotification('session.state', (p) => p.reason === 'resumed');
-      expect(sequencedOf(client).map(seqOf)).toEqual(range(last + 1, replayTo + 1));
+      expect(replayedOf(client).map(seqOf)).toEqual(range(last + 1, replayTo + 1));
       expect(worldSession(r.world, s.ready.session_id as string).state).toBe('active');
       return client;
     }

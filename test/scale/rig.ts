@@ -142,6 +142,18 @@ export function sequencedOf(client: AwpClient): Json[] {
   return client.received.filter((m) => m.id === undefined && SEQUENCED.includes(m.method as string));
 }
 
+/**
+ * What a resumed client received up to and including its live session.state (resumed): the replay.
+ * Live statuses may follow in the same read, before a waiter resumes, so they are cut off here.
+ */
+export function replayedOf(client: AwpClient): Json[] {
+  const sequenced = sequencedOf(client);
+  const resumed = sequenced.findIndex(
+    (m) => m.method === 'session.state' && (m.params as { reason?: string }).reason === 'resumed',
+  );
+  return resumed < 0 ? sequenced : sequenced.slice(0, resumed + 1);
+}
+
 export function seqOf(m: Json): number {
   return (m.params as { status_seq: number }).status_seq;
 }

@@ -22,6 +22,7 @@ import {
   SLOW_MOVE,
   range,
   seqOf,
+  replayedOf,
   sequencedOf,
   sleep,
   startArmWorld,
@@ -104,7 +105,7 @@ describe('edges in front of edges: resume at either tier (issue 13)', () => {
     expect(replayTo).toBeGreaterThan(last);
     const live = await client!.waitNotification('session.state', (p) => p.reason === 'resumed', 5000);
     expect(live.status_seq).toBe(replayTo + 1);
-    const replayed = sequencedOf(client!);
+    const replayed = replayedOf(client!);
     expect(replayed.map(seqOf)).toEqual(range(last + 1, replayTo + 1));
     for (const m of replayed) {
       const before = firstSeen.get(seqOf(m));
