@@ -10,6 +10,7 @@ import { binaryHubFrame, inlineHubFrame } from './hub-frames.js';
 import type { StreamEndpoint } from '../session/stream-endpoint.js';
 import type { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { FanoutScheduler } from './hub-fanout.js';
+import { TimerPass } from './hub-timers.js';
 import { HubLink, type HubLinkContext } from './hub-link.js';
 import { indexChannels } from './hub-passes.js';
 import type { UpstreamGrant } from './hub-channels.js';
@@ -61,6 +62,8 @@ export class ChannelHub {
   private byChannel = new Map<number, ObserverShell[]>();
   private latestWins = new Set<number>();
   private readonly fanout: FanoutScheduler<TopicTarget<ObserverShell>>;
+  /** The observers' heartbeats, telemetry and windows, in slices (hub-timers.ts). */
+  private readonly timers: TimerPass<ObserverShell>;
   private readonly cache = new KeyframeCache();
   /** Opens and resumes that arrived before the upstream session was ready (run when it is, or fails). */
   private readonly opening: (() => void)[] = [];
@@ -104,6 +107,7 @@ export class ChannelHub {
       ctx,
       targetWeight,
     );
+    this.timers = new TimerPass((o, now) => o.tickTimers(now), ctx);
     // Lockstep frames are never superseded nor downsampled: only streaming hubs have topics.
     this.topics =
       mode === 'streaming'
@@ -317,6 +321,7 @@ export class ChannelHub {
     this.link.retire();
     this.cache.clear();
     this.fanout.clear();
+    this.timers.clear();
     this.topics?.clear();
     this.ctx.retired(this);
   }
@@ -409,7 +414,7 @@ export class ChannelHub {
   tick(now: number): void {
     if (this.retired) return;
     this.run(this.upstream.tickTimers(now));
-    for (const o of [...this.observers.values()]) o.tickTimers(now);
+    this.timers.start(this.observers.values());
     for (const [o, channels] of this.degraded.expired(now))
       if (o.sub !== null && !o.sub.hasStream) for (const c of channels) o.channelDegraded(c, now);
     if (this.observers.size === 0 && this.emptySince !== null && now - this.emptySince >= this.ctx.lingerMs) {

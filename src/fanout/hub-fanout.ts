@@ -12,7 +12,13 @@ import type { FrameNote } from '../transport/outbox.js';
 import { HubPasses } from './hub-passes.js';
 import type { HubFrame } from './keyframe-cache.js';
 
-/** A slice's time budget: well under the 20 ms a ping or a heartbeat may wait. */
+/**
+ * A slice's time budget. A relay round trip waits for the loop twice (the agent's message, the world's
+ * answer), so shorter slices shorten it: at 5x overload 1-2 ms took the relay ping's p99 from +31 to
+ * +15-18 ms over idle against 4 ms, but 1 ms cost up to a fifth of the fan-out's frames per CPU-second at
+ * 1,000 observers (uWS writes fewer frames per socket write) and 2 ms the flight recorder's mixed workload
+ * a tenth. bench/RESULTS.md, "Slice budget and timer pass".
+ */
 export const SLICE_BUDGET_MS = 4;
 export const MAX_ORDERED_BACKLOG = 64;
 

@@ -10,10 +10,14 @@ export interface LatencyStats {
   max: number;
 }
 
-/** latency_stats of some samples (sorts them in place), or undefined for none. Values are rounded to integers. */
-export function summarise(v: number[]): LatencyStats | undefined {
-  if (v.length === 0) return undefined;
-  v.sort((a, b) => a - b);
+/**
+ * latency_stats of some samples, or undefined for none. Values are rounded to integers. Sorted as a
+ * Float64Array: its numeric sort calls no comparator (an edge summarises every observer's window each
+ * second, and `Array.prototype.sort` with one was most of that time at 1,819 observers in a profile).
+ */
+export function summarise(samples: readonly number[]): LatencyStats | undefined {
+  if (samples.length === 0) return undefined;
+  const v = Float64Array.from(samples).sort();
   const at = (q: number) => v[Math.min(v.length - 1, Math.floor(q * v.length))]!;
   return {
     count: v.length,
