@@ -21,6 +21,8 @@ export interface ChildOptions {
   readonly stdout?: boolean;
   /** Run the compiled entry point from this build directory (build.ts) instead of the source through tsx. */
   readonly build?: string | undefined;
+  /** Run at this niceness (every thread of the process: `nice` execs it in place). */
+  readonly nice?: number;
 }
 
 const live = new Set<ChildProcess>();
@@ -108,6 +110,10 @@ export class Child {
       // prlimit execs the command in place: the pid and the IPC channel are the node process's.
       cmd = 'prlimit';
       argv = [`--nofile=${opts.nofile}:${opts.nofile}`, opts.node, ...nodeArgs];
+    }
+    if (opts.nice !== undefined) {
+      argv = ['-n', String(opts.nice), cmd, ...argv];
+      cmd = 'nice';
     }
     const proc = spawn(cmd, argv, {
       cwd: ROOT,

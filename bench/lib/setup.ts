@@ -130,11 +130,18 @@ export async function startRawBroadcast(
   return { child, url: child.hello.url as string, origin: child.hello.origin as string };
 }
 
+/**
+ * AWP_BENCH_GENERATOR_NICE=N runs the load generators at that niceness: on two shared cores they otherwise
+ * take the CPU from the edge, the world and the probe, and the latencies measured are partly their
+ * scheduling (as if the observers ran on other machines, which this one cannot have).
+ */
 export function startGenerator(rt: Runtime, name: string, nofile?: number): Promise<Child> {
+  const nice = Number(process.env.AWP_BENCH_GENERATOR_NICE ?? 0);
   return Child.start('bench/lib/observer-gen-child.ts', [], {
     node: rt.node,
     build: rt.build,
     name,
     ...(nofile !== undefined ? { nofile } : {}),
+    ...(nice > 0 ? { nice } : {}),
   });
 }

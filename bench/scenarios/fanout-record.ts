@@ -9,6 +9,7 @@
  * core in both, so per-session costs that do not scale with frames weigh more than at a saturated edge. Reported per workload: the edge's frames per CPU-second with
  * recording on over off, per pair and the median (target: at least 0.9, a cost of at most 10 %), and what
  * the recorder wrote (records, bytes, records it dropped: from the files' end records).
+ * AWP_BENCH_RECORD_WORKLOADS=small or =mixed runs one workload only.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -129,7 +130,8 @@ export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSu
   const observers = ctx.full ? 1000 : 100;
   const window = ctx.durationS ?? (ctx.full ? 10 : 5);
   const workloads: WorkloadResult[] = [];
-  for (const { name, workload } of WORKLOADS) {
+  const only = process.env.AWP_BENCH_RECORD_WORKLOADS?.split(',');
+  for (const { name, workload } of WORKLOADS.filter((w) => only === undefined || only.includes(w.name))) {
     const run = (record?: { dir: string }) =>
       runCase(ctx, {
         target,
