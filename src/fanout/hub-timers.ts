@@ -3,7 +3,7 @@
  * reconnect window), in slices like the frame passes (hub-fanout.ts): at most `budgetMs` per event-loop
  * turn, so that with thousands of observers one tick does not hold the loop while relay messages and
  * pings wait (profile at 5x overload, 1,819 observers: half the samples of the turns over 4 ms were one
- * tick's telemetry). A pass visits every session once; a tick while a pass is under way starts none, so
+ * tick's telemetry and heartbeat pings). A pass visits every session once; a tick while a pass is under way starts none, so
  * a saturated edge runs timers late rather than skipping sessions at the end of the list.
  */
 import { guarded, type FaultReporter } from '../transport/contain.js';
