@@ -25,13 +25,18 @@ const until = (done: () => boolean) =>
 
 const sessions = Array.from({ length: 50 }, (_, i) => i);
 
+/** A pass whose sessions' timers each take half a millisecond, recording the order they ran in. */
+function slowPass(visited: number[]): TimerPass<number> {
+  return new TimerPass<number>((s) => {
+    busy(0.5);
+    visited.push(s);
+  }, context());
+}
+
 describe('hub timer pass', () => {
   it('visits every session once, in slices that let a timer run in between', async () => {
     const visited: number[] = [];
-    const pass = new TimerPass<number>((s) => {
-      busy(0.5);
-      visited.push(s);
-    }, context());
+    const pass = slowPass(visited);
     pass.start(sessions);
     const first = visited.length;
     expect(first).toBeGreaterThan(0); // the tick's own turn runs the first slice
@@ -44,10 +49,7 @@ describe('hub timer pass', () => {
 
   it('a tick while a pass is under way starts none; the next pass visits everyone again', async () => {
     const visited: number[] = [];
-    const pass = new TimerPass<number>((s) => {
-      busy(0.5);
-      visited.push(s);
-    }, context());
+    const pass = slowPass(visited);
     pass.start(sessions);
     pass.start([99]); // ignored: sessions at the end of the list are not skipped
     await until(() => !pass.running);
@@ -76,10 +78,7 @@ describe('hub timer pass', () => {
 
   it('clear stops the pass (the hub retired)', async () => {
     const visited: number[] = [];
-    const pass = new TimerPass<number>((s) => {
-      busy(0.5);
-      visited.push(s);
-    }, context());
+    const pass = slowPass(visited);
     pass.start(sessions);
     const before = visited.length;
     pass.clear();
