@@ -80,6 +80,10 @@ async function measure(dir: string, observers: number, frames: number): Promise<
     'src/fanout/ws-stream-sink.js',
   );
   const { encodeFrame } = await load<{ encodeFrame: (f: unknown) => Buffer }>('src/protocol/frame-encode.js');
+  // Checkouts since the shared turn budget (slice-loop.ts) give their hubs one.
+  const sliceLoop = await load<{ SliceLoop: new (now: () => number) => unknown }>(
+    'src/transport/slice-loop.js',
+  ).catch(() => undefined);
 
   let clock = 1000;
   let writes = 0;
@@ -110,6 +114,7 @@ async function measure(dir: string, observers: number, frames: number): Promise<
     maxQueuedBytes: 1 << 24,
     lingerMs: 60_000,
     now: () => clock,
+    ...(sliceLoop !== undefined && { slices: new sliceLoop.SliceLoop(() => clock) }),
     mintToken: () => `token-${minted++}`,
     endpoints: () => [{ binding: 'inline' }],
     frames: metrics,

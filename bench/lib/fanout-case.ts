@@ -60,6 +60,11 @@ export interface CaseOptions {
   readonly centrifugo?: string;
   /** Restricts the serving process (all its threads) to this CPU (taskset; Centrifugo also GOMAXPROCS=1). */
   readonly pinCore?: number;
+  /**
+   * Restricts the world and the generators to this CPU (with `pinCore` another one: the serving process then
+   * has a core to itself, and its CPU per frame is not shared with theirs).
+   */
+  readonly pinRest?: number;
 }
 
 export interface CaseProbe {
@@ -212,6 +217,13 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
           ? o.pinCore
           : (pinToCore(serverPid, o.pinCore) ?? o.pinCore);
     gens = await Generators.start(ctx.runtime, Math.max(1, Math.ceil(n / o.perGenerator)), fds);
+    if (o.pinRest !== undefined) {
+      const rest = [...(worldPid !== undefined ? [worldPid] : []), ...Object.values(gens.pids)];
+      for (const pid of rest) {
+        const failed = pinToCore(pid, o.pinRest);
+        if (failed !== undefined) throw new Error(`pinning the world and generators: ${failed}`);
+      }
+    }
     const opened = await gens.open(n, {
       mode: o.target === 'raw-uws' ? 'raw' : o.target === 'centrifugo' ? 'centrifugo' : 'awp',
       url,

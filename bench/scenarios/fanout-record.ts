@@ -9,7 +9,9 @@
  * core in both, so per-session costs that do not scale with frames weigh more than at a saturated edge. Reported per workload: the edge's frames per CPU-second with
  * recording on over off, per pair and the median (target: at least 0.9, a cost of at most 10 %), and what
  * the recorder wrote (records, bytes, records it dropped: from the files' end records).
- * AWP_BENCH_RECORD_WORKLOADS=small or =mixed runs one workload only.
+ * AWP_BENCH_RECORD_WORKLOADS=small or =mixed runs one workload only. AWP_BENCH_RECORD_PIN=1 gives the edge
+ * core 0 to itself and puts the world and the generators on core 1 (taskset): the edge's CPU per frame is
+ * then not shared with the observers' reads, which otherwise spread single pairs +-10 points.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -77,6 +79,9 @@ const METHOD =
   'CPU-second = delivered frames / the edge process CPU time in the window (/proc; the thread pool writing the ' +
   'files counts). Written/dropped read from the files afterwards (the edge process is ended without closing them).';
 
+const PINNED =
+  'Pinned (AWP_BENCH_RECORD_PIN=1): the edge on core 0 alone, the world and the generators on core 1 (taskset -a).';
+
 /**
  * What the files hold (the edge's process ends without closing them: the last records and what its queue
  * held are not in them).
@@ -131,6 +136,7 @@ export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSu
   const window = ctx.durationS ?? (ctx.full ? 10 : 5);
   const workloads: WorkloadResult[] = [];
   const only = process.env.AWP_BENCH_RECORD_WORKLOADS?.split(',');
+  const pin = process.env.AWP_BENCH_RECORD_PIN === '1';
   for (const { name, workload } of WORKLOADS.filter((w) => only === undefined || only.includes(w.name))) {
     const run = (record?: { dir: string }) =>
       runCase(ctx, {
@@ -141,6 +147,7 @@ export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSu
         workload,
         perGenerator: 500,
         ...(record !== undefined && { record }),
+        ...(pin && { pinCore: 0, pinRest: 1 }),
       });
     const pairs: Pair[] = [];
     for (let i = 0; i < PAIRS; i++) {
@@ -182,5 +189,12 @@ export async function runFanoutRecord(ctx: BenchContext): Promise<FanoutRecordSu
       off_cpu_pct_median: median(pairs.map((p) => p.off.cpu_pct)),
     });
   }
-  return { bench: 'fanout-record', target, observers, window_s: window, workloads, method: METHOD };
+  return {
+    bench: 'fanout-record',
+    target,
+    observers,
+    window_s: window,
+    workloads,
+    method: pin ? `${METHOD} ${PINNED}` : METHOD,
+  };
 }

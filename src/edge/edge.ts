@@ -39,6 +39,7 @@ import { closeRecording, openRecording, type RecorderFs } from './recording.js';
 import { drainConnections, sampleGauges } from './drain.js';
 import type { WebTransportListener } from '../transport/webtransport.js';
 import { ViewerSite } from '../viewer/site.js';
+import { SliceLoop } from '../transport/slice-loop.js';
 import { ViewerStats } from '../viewer/stats.js';
 import { containHandlers, guarded, type FaultReporter } from '../transport/contain.js';
 import {
@@ -141,8 +142,10 @@ export class Edge {
       );
     };
     const ref: { edge?: Edge } = {};
+    // Every hub's fan-out and timer passes, and the recorders' ticks, share one budget per event-loop turn.
+    const slices = new SliceLoop(now);
     const isCredential = (v: string) => ref.edge?.isCredential(v) ?? mint.owns(v);
-    const deps = { metrics, log, now, isCredential, routes, fs: options.recorderFs };
+    const deps = { metrics, log, now, isCredential, routes, fs: options.recorderFs, slices, fault };
     const recording = await open(() => openRecording(config, deps), closeRecording);
     const ctx: EdgeContext = {
       config,
@@ -156,7 +159,7 @@ export class Edge {
       connections: new Set(),
       hubFor: (route, mode) =>
         route.hub(mode, () => ({
-          ...hubContext(config, route, mint, metrics, log, now, fault),
+          ...hubContext(config, route, mint, metrics, log, now, fault, slices),
           // Shared: observer sessions resume at any replica, like relay sessions (issue 13).
           store: store.kind === 'memory' ? undefined : store,
         })),

@@ -1,6 +1,7 @@
 /** What an observer hub needs from the edge around it (its context), for one route. */
 import type { EdgeConfig } from '../config/schema.js';
 import type { HubContext } from '../fanout/channel-hub.js';
+import type { SliceLoop } from '../transport/slice-loop.js';
 import type { TokenMint } from '../session/tokens.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -17,6 +18,7 @@ export function hubContext(
   log: Logger,
   now: () => number,
   fault: FaultReporter,
+  slices: SliceLoop,
 ): Omit<HubContext, 'retired'> {
   // Observers' inline frames: forward latency is measured to their control connections.
   const frames = FrameMetrics.for(metrics, route.name, 'inline', 'world_to_agent', now);
@@ -55,5 +57,6 @@ export function hubContext(
     },
     log: (level, fields, message) => log[level](fields, message),
     fault,
+    slices,
   };
 }

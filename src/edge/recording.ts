@@ -9,6 +9,9 @@ import type { RecorderFs } from '../recorder/io/recorder-fs.js';
 import { RouteRecorder, type RecordSettings } from '../recorder/io/route-recorder.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { EdgeMetrics } from '../telemetry/metrics.js';
+import type { FaultReporter } from '../transport/contain.js';
+import type { SliceLoop } from '../transport/slice-loop.js';
+import { SlicedPass } from '../transport/sliced-pass.js';
 import { RecorderMetrics } from '../telemetry/recorder-metrics.js';
 import { edgeVersion, SPEC_REVISION } from './admin.js';
 import type { EdgeContext } from './context.js';
@@ -27,6 +30,9 @@ export interface RecordingDeps {
   readonly routes: readonly { readonly config: RouteConfig }[];
   /** Another file system for the recordings (a test's slow disk). */
   readonly fs?: RecorderFs | undefined;
+  /** The process's budget per event-loop turn, which the recorders' ticks share with the hubs' passes. */
+  readonly slices: SliceLoop;
+  readonly fault: FaultReporter;
 }
 
 export function recordSettings(c: RecordConfig): RecordSettings {
@@ -85,6 +91,8 @@ async function openRecorders(config: EdgeConfig, deps: RecordingDeps): Promise<M
     credentials,
     maxJsonDepth: config.transport.max_json_depth,
     header: { edge_version: edgeVersion(), spec_revision: SPEC_REVISION },
+    sliced: <T>(each: (item: T, now: number) => void) =>
+      new SlicedPass('recorder_tick', each, { now: deps.now, fault: deps.fault, slices: deps.slices }),
   };
   try {
     for (const r of config.routes) {

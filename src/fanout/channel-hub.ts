@@ -10,7 +10,8 @@ import { binaryHubFrame, inlineHubFrame } from './hub-frames.js';
 import type { StreamEndpoint } from '../session/stream-endpoint.js';
 import type { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { FanoutScheduler } from './hub-fanout.js';
-import { TimerPass } from './hub-timers.js';
+import type { SliceLoop } from '../transport/slice-loop.js';
+import { SlicedPass } from '../transport/sliced-pass.js';
 import { HubLink, type HubLinkContext } from './hub-link.js';
 import { indexChannels } from './hub-passes.js';
 import type { UpstreamGrant } from './hub-channels.js';
@@ -49,6 +50,8 @@ export interface HubContext extends HubLinkContext {
   noteSession(event: string, session: ObserverShell, detail?: string): void;
   /** The hub is done (idle past its linger, or its upstream failed). */
   retired(hub: ChannelHub): void;
+  /** The process's one budget per event-loop turn for fan-out and timer passes (transport/slice-loop.ts). */
+  readonly slices: SliceLoop;
 }
 
 export class ChannelHub {
@@ -62,8 +65,8 @@ export class ChannelHub {
   private byChannel = new Map<number, ObserverShell[]>();
   private latestWins = new Set<number>();
   private readonly fanout: FanoutScheduler<TopicTarget<ObserverShell>>;
-  /** The observers' heartbeats, telemetry and windows, in slices (hub-timers.ts). */
-  private readonly timers: TimerPass<ObserverShell>;
+  /** The observers' heartbeats, telemetry and windows, in slices (transport/sliced-pass.ts). */
+  private readonly timers: SlicedPass<ObserverShell>;
   private readonly cache = new KeyframeCache();
   /** Opens and resumes that arrived before the upstream session was ready (run when it is, or fails). */
   private readonly opening: (() => void)[] = [];
@@ -107,7 +110,7 @@ export class ChannelHub {
       ctx,
       targetWeight,
     );
-    this.timers = new TimerPass((o, now) => o.tickTimers(now), ctx);
+    this.timers = new SlicedPass('hub_timer', (o, now) => o.tickTimers(now), ctx);
     // Lockstep frames are never superseded nor downsampled: only streaming hubs have topics.
     this.topics =
       mode === 'streaming'

@@ -9,9 +9,11 @@
  *   and the engine below high water).
  * - It leaves (`Subscriber.leaveTopic`/`leaveTopics`) on a new grant, unsubscribe, stream lost or replaced,
  *   resumed or released session, a new frame tap, and when the engine holds high water for it: the engine's
- *   per-connection limit is off (maxBackpressure 0), so the members' buffers are read every
- *   `TOPIC_SCAN_MS` as frames arrive, and a slow member leaves with at most what was published meanwhile
- *   beyond high water. Once left, its frames wait in its outbox's latest-wins slots again.
+ *   per-connection limit is off (maxBackpressure 0), so a shard's members are looked at every
+ *   `TOPIC_SCAN_MS` as frames arrive, their buffers read once what the shard published since the last
+ *   read could have taken the fullest of them to high water (`TopicShard.scan`), and a slow member leaves
+ *   with at most what was published meanwhile beyond high water. Once left, its frames wait in its
+ *   outbox's latest-wins slots again.
  * - One topic per channel and gate rate, with one rate gate: a world sending faster than it declared gets
  *   no more to members than their own gates would have passed; a leaving member's gate goes on from the
  *   topic's.
@@ -39,8 +41,14 @@ import { RateGate } from './rate-gate.js';
 import type { FrameTap, SharedReader } from './observer-tap.js';
 import type { Membership, Subscriber, TopicPort } from './subscriber.js';
 
-/** How often members' engine buffers are read, at most (ms; as frames arrive). */
+/** How often members are looked at, at most (ms; as frames arrive). */
 export const TOPIC_SCAN_MS = 20;
+/**
+ * How often members' engine buffers are read at least, while frames arrive, when what was published since
+ * could not have taken any of them to high water (other writes on the same connection, which stop at high
+ * water themselves, and the engine's own buffering may add some).
+ */
+export const BUFFERS_READ_MS = 200;
 /** Members of a shard, at most: one publish writes to this many sockets. */
 export const SHARD_MAX_MEMBERS = 64;
 /** A shard of a topic whose frames are large holds fewer members: about this many bytes per publish. */
@@ -146,6 +154,10 @@ export class TopicShard {
   /** Publishes since `sharedBase`, while members are recorded: flat pairs (the frame's number, ms). */
   shared: number[] = [];
   sharedBase = 0;
+  /** Bytes published to the shard so far, and how far that may go before a member could reach high water. */
+  private publishedBytes = 0;
+  private checkAt = 0;
+  private readAt = -Infinity;
 
   constructor(
     readonly topic: ChannelTopic,
@@ -179,6 +191,36 @@ export class TopicShard {
     this.topic.changed();
   }
 
+  /**
+   * Members that are stale (their session no longer holds them) or whose engine buffer holds high water
+   * leave. The buffers are read (a call into the engine per member) only once what the shard published
+   * since the last read could have taken its fullest member to high water, or BUFFERS_READ_MS after it:
+   * members that keep up hold little, and at a thousand of them the reads every TOPIC_SCAN_MS were a tenth
+   * of an overloaded edge's longest turns. Returns the lowest latency-sample cursor of its members.
+   */
+  scan(highWaterBytes: number, now: number): number {
+    const read = this.publishedBytes >= this.checkAt || now - this.readAt >= BUFFERS_READ_MS;
+    let low = this.topic.end;
+    let fullest = 0;
+    // A Set's iteration goes on past a member deleted from it.
+    for (const m of this.members) {
+      const buffered = read ? m.port.bufferedAmount : 0;
+      if (m.current() && buffered < highWaterBytes) {
+        low = Math.min(low, m.cursor);
+        fullest = Math.max(fullest, buffered);
+        continue;
+      }
+      m.sub.leaveTopic(this.topic.channel_id);
+      this.remove(m); // if its session no longer holds it
+    }
+    if (read) {
+      this.readAt = now;
+      this.checkAt = this.publishedBytes + (highWaterBytes - fullest);
+    }
+    this.trimShared();
+    return low;
+  }
+
   /** Lets go of the publishes every recorded member has read (all of them when none is left). */
   trimShared(): void {
     let low = this.sharedEnd;
@@ -195,6 +237,7 @@ export class TopicShard {
     const n = this.members.size;
     if (n === 0 || frame.seq <= this.lastSeq) return 0;
     this.lastSeq = frame.seq;
+    this.publishedBytes += frame.buf.length;
     // The server's publish: any member's connection reaches it.
     const first = this.members.values().next().value!;
     first.port.publish(this.name, frame, note, n);
@@ -269,18 +312,9 @@ class ChannelTopic {
   }
 
   /** Slow or stale members leave; empty shards go; samples every member has taken are let go. */
-  scan(highWaterBytes: number): void {
+  scan(highWaterBytes: number, now: number): void {
     let low = this.end;
-    for (const s of this.shards)
-      for (const m of [...s.members]) {
-        if (m.current() && m.port.bufferedAmount < highWaterBytes) {
-          low = Math.min(low, m.cursor);
-          continue;
-        }
-        m.sub.leaveTopic(this.channel_id);
-        s.remove(m); // if its session no longer holds it
-      }
-    for (const s of this.shards) s.trimShared();
+    for (const s of this.shards) low = Math.min(low, s.scan(highWaterBytes, now));
     const kept = this.shards.filter((s) => s.size > 0);
     if (kept.length !== this.shards.length) {
       this.shards.splice(0, this.shards.length, ...kept);
@@ -295,7 +329,7 @@ class ChannelTopic {
 
   clear(): void {
     for (const s of this.shards)
-      for (const m of [...s.members]) {
+      for (const m of s.members) {
         m.sub.leaveTopic(this.channel_id);
         s.remove(m);
       }
@@ -356,7 +390,7 @@ export class HubTopics<T extends { readonly sub: Subscriber | null }> {
     if (list === undefined) return all;
     if (now - this.lastScan >= TOPIC_SCAN_MS) {
       this.lastScan = now;
-      for (const ts of this.topics.values()) for (const t of ts) t.scan(this.ctx.highWaterBytes);
+      for (const ts of this.topics.values()) for (const t of ts) t.scan(this.ctx.highWaterBytes, now);
     }
     let taking = 0;
     let members = 0;

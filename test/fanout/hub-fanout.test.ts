@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { FanoutScheduler } from '../../src/fanout/hub-fanout.js';
 import { indexChannels } from '../../src/fanout/hub-passes.js';
 import type { HubFrame } from '../../src/fanout/keyframe-cache.js';
+import { SliceLoop } from '../../src/transport/slice-loop.js';
 import type { SubscribedChannel } from '../../src/fanout/subscriber.js';
 
 const note = { received_at: 0, channel: 'camera' };
@@ -23,10 +24,10 @@ function busy(ms: number): void {
   }
 }
 
-function context(faults: unknown[] = []) {
+function context(faults: unknown[] = [], slices = new SliceLoop(() => performance.now())) {
   const counted: { channel: string; outcome: string; n: number }[] = [];
   return {
-    now: () => performance.now(),
+    slices,
     fault: (_where: string, err: unknown) => void faults.push(err),
     frames: {
       count: (channel: string, outcome: string, _bytes: number, n = 1) =>
@@ -110,7 +111,6 @@ describe('fan-out scheduler', () => {
       },
       context(),
       undefined,
-      4,
       2,
     );
     for (let seq = 1; seq <= 5; seq++) s.add(frame(7, seq), note, [0], false);
@@ -133,7 +133,6 @@ describe('fan-out scheduler', () => {
       },
       context(),
       () => 16, // each target stands for a chunk of subscribers
-      4,
     );
     s.add(frame(3, 1), note, targets.slice(0, 12), false);
     await new Promise<void>((resolve) => {
@@ -143,6 +142,42 @@ describe('fan-out scheduler', () => {
     // 1.5 ms each against a 4 ms budget: three per slice, never all twelve in one turn.
     expect(slices.flat()).toEqual(targets.slice(0, 12));
     expect(Math.max(...slices.map((x) => x.length))).toBeLessThanOrEqual(3);
+  });
+
+  it("two hubs' passes share one budget per turn, taking turns", async () => {
+    const loop = new SliceLoop(() => performance.now());
+    const turns: string[][] = [];
+    let inTurn = false;
+    const hub = (name: string) =>
+      new FanoutScheduler<number>(
+        () => {
+          if (!inTurn) {
+            inTurn = true;
+            turns.push([]);
+            setImmediate(() => (inTurn = false));
+          }
+          busy(1);
+          turns[turns.length - 1]!.push(name);
+          return 0;
+        },
+        context([], loop),
+        () => 16,
+      ); // each target ends a chunk (the budget is asked after each)
+    const a = hub('a');
+    const b = hub('b');
+    a.add(frame(1, 1), note, targets.slice(0, 20), false);
+    b.add(frame(1, 1), note, targets.slice(0, 20), false);
+    await new Promise<void>((resolve) => {
+      const check = () => (a.idle && b.idle ? resolve() : setTimeout(check, 2));
+      check();
+    });
+    expect(turns.flat().filter((x) => x === 'a')).toHaveLength(20);
+    expect(turns.flat().filter((x) => x === 'b')).toHaveLength(20);
+    // One 4 ms budget for both: about four offers of 1 ms per turn, never two hubs' worth (eight).
+    expect(Math.max(...turns.map((t) => t.length))).toBeLessThanOrEqual(6);
+    // Round robin: the hub that used up a turn goes second in the next, so both are served early on.
+    expect(turns.slice(0, 3).flat()).toContain('a');
+    expect(turns.slice(0, 3).flat()).toContain('b');
   });
 
   it('a channel is latest-wins only if every subscriber takes it latest-wins and not per tick', () => {

@@ -32,6 +32,19 @@ export interface RecorderHost {
   readonly maxJsonDepth: number;
   /** Header fields every file carries (the edge's version, the spec revision). */
   readonly header: Readonly<Record<string, unknown>>;
+  /**
+   * Runs `each` over items in slices of the process's budget per event-loop turn (the edge's
+   * transport/sliced-pass.ts), so the tick over a thousand sessions does not hold one turn; without it,
+   * a pass runs at once.
+   */
+  readonly sliced?: <T>(each: (item: T, now: number) => void) => ItemPass<T>;
+}
+
+/** A pass over items that may take several turns (see RecorderHost.sliced). */
+export interface ItemPass<T> {
+  /** Starts one over `items`, unless one is under way. */
+  start(items: Iterable<T>): void;
+  clear(): void;
 }
 
 export type SessionKind = 'relay' | 'observer';
@@ -45,6 +58,7 @@ export class RouteRecorder {
   private readonly hubs = new Map<string, SessionLog>();
   /** Writes the observer sessions' batches of frames when frames stop arriving (SessionLog.tick). */
   private readonly ticker: NodeJS.Timeout | undefined;
+  private readonly ticks: ItemPass<SessionLog> | undefined;
 
   private constructor(
     readonly route: string,
@@ -53,10 +67,18 @@ export class RouteRecorder {
     private readonly writer: RecordingWriter,
   ) {
     if (settings.observer) {
-      this.ticker = setInterval(() => {
-        const now = host.now();
-        for (const log of this.live) log.tick(now);
-      }, TICK_MS);
+      // A log may end between the pass's start and its turn.
+      const tick = (log: SessionLog, now: number) => {
+        if (!log.closed) log.tick(now);
+      };
+      const ticks = (this.ticks = host.sliced?.(tick) ?? {
+        start: (logs) => {
+          const now = host.now();
+          for (const log of logs) tick(log, now);
+        },
+        clear: () => undefined,
+      });
+      this.ticker = setInterval(() => ticks.start(this.live), TICK_MS);
       this.ticker.unref();
     }
   }
@@ -174,6 +196,7 @@ export class RouteRecorder {
   /** Ends every log (`reason`) and writes out what is queued. */
   async close(reason: string): Promise<void> {
     clearInterval(this.ticker);
+    this.ticks?.clear();
     for (const { timer } of this.lingering.values()) clearTimeout(timer);
     this.lingering.clear();
     for (const log of [...this.live]) this.end(log, reason);

@@ -1,10 +1,11 @@
 /**
- * The hub's timer pass (src/fanout/hub-timers.ts) on the real event loop: many slow sessions' timers yield
+ * A sliced pass (src/transport/sliced-pass.ts: a hub's observer timers, the recorder's tick) on the real event loop: many slow sessions' timers yield
  * to other work between slices, every session is visited once per pass, a tick during a pass starts none,
  * a fault stays with its session, and a retired hub's pass stops.
  */
 import { describe, expect, it } from 'vitest';
-import { TimerPass } from '../../src/fanout/hub-timers.js';
+import { SliceLoop } from '../../src/transport/slice-loop.js';
+import { SlicedPass } from '../../src/transport/sliced-pass.js';
 
 function busy(ms: number): void {
   const end = performance.now() + ms;
@@ -13,8 +14,13 @@ function busy(ms: number): void {
   }
 }
 
-function context(faults: unknown[] = []) {
-  return { now: () => performance.now(), fault: (_where: string, err: unknown) => void faults.push(err) };
+function context(faults: unknown[] = [], budgetMs?: number) {
+  const now = () => performance.now();
+  return {
+    now,
+    fault: (_where: string, err: unknown) => void faults.push(err),
+    slices: new SliceLoop(now, budgetMs),
+  };
 }
 
 const until = (done: () => boolean) =>
@@ -26,20 +32,26 @@ const until = (done: () => boolean) =>
 const sessions = Array.from({ length: 50 }, (_, i) => i);
 
 /** A pass whose sessions' timers each take half a millisecond, recording the order they ran in. */
-function slowPass(visited: number[]): TimerPass<number> {
-  return new TimerPass<number>((s) => {
-    busy(0.5);
-    visited.push(s);
-  }, context());
+function slowPass(visited: number[]): SlicedPass<number> {
+  return new SlicedPass<number>(
+    'hub_timer',
+    (s) => {
+      busy(0.5);
+      visited.push(s);
+    },
+    context(),
+  );
 }
 
-describe('hub timer pass', () => {
+describe('sliced pass', () => {
   it('visits every session once, in slices that let a timer run in between', async () => {
     const visited: number[] = [];
     const pass = slowPass(visited);
     pass.start(sessions);
+    expect(visited).toHaveLength(0); // the slices run after the tick, in the turn's shared budget
+    await new Promise((resolve) => setImmediate(resolve));
     const first = visited.length;
-    expect(first).toBeGreaterThan(0); // the tick's own turn runs the first slice
+    expect(first).toBeGreaterThan(0);
     expect(first).toBeLessThan(sessions.length);
     const atTimer = await new Promise<number>((resolve) => setTimeout(() => resolve(visited.length), 0));
     expect(atTimer).toBeLessThan(sessions.length);
@@ -59,18 +71,19 @@ describe('hub timer pass', () => {
     expect(visited.slice(sessions.length)).toEqual([7, 8]);
   });
 
-  it("a session's fault is reported and the other sessions' timers still run", () => {
+  it("a session's fault is reported and the other sessions' timers still run", async () => {
     const faults: unknown[] = [];
     const visited: number[] = [];
-    const pass = new TimerPass<number>(
+    const pass = new SlicedPass<number>(
+      'hub_timer',
       (s) => {
         if (s === 1) throw new Error('hostile state');
         visited.push(s);
       },
-      context(faults),
-      1_000,
+      context(faults, 1_000),
     );
     pass.start([0, 1, 2]);
+    await new Promise((resolve) => setImmediate(resolve));
     expect(visited).toEqual([0, 2]);
     expect(faults).toHaveLength(1);
     expect(pass.running).toBe(false);
@@ -80,7 +93,9 @@ describe('hub timer pass', () => {
     const visited: number[] = [];
     const pass = slowPass(visited);
     pass.start(sessions);
+    await new Promise((resolve) => setImmediate(resolve));
     const before = visited.length;
+    expect(before).toBeGreaterThan(0);
     pass.clear();
     expect(pass.running).toBe(false);
     await new Promise((resolve) => setTimeout(resolve, 20));
