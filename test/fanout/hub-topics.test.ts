@@ -9,6 +9,7 @@ import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import type { HubFrame } from '../../src/fanout/keyframe-cache.js';
 import type { FrameTap, SharedReader } from '../../src/fanout/observer-tap.js';
 import {
+  BUFFERS_READ_MS,
   HubTopics,
   MAX_SHARED,
   SHARD_BYTES,
@@ -37,6 +38,8 @@ class FakeServer {
 class FakeConn implements ServerConnection {
   readonly received: Uint8Array[] = [];
   buffered = 0;
+  /** How often the hub read bufferedAmount (a call into the engine on uWS). */
+  reads = 0;
   readonly remoteAddress = '127.0.0.1';
   readonly topics;
   constructor(server: FakeServer) {
@@ -57,6 +60,7 @@ class FakeConn implements ServerConnection {
     this.received.push(data as Uint8Array);
   }
   get bufferedAmount(): number {
+    this.reads++;
     return this.buffered;
   }
   close(): void {}
@@ -242,6 +246,31 @@ describe('hub topics', () => {
     }
     // The fast one missed nothing.
     expect(seqs(observers[0]!.conn)).toEqual(Array.from({ length: s - 1 }, (_, i) => i + 1));
+  });
+
+  it("members' buffers are read once what their shard published could have filled one, or BUFFERS_READ_MS after the last read", () => {
+    const { topics, observers, fanOut } = setup(2);
+    let t = 0;
+    let s = 1;
+    const run = (ms: number) => {
+      for (const end = t + ms; t < end; t += 10, s++) fanOut(frame(s, t), t);
+    };
+    run(100);
+    expect(topics.members(1)).toBe(2);
+    const [fast, slow] = observers as [Observer, Observer];
+    fast.conn.reads = 0;
+    run(1000); // 100 frames, 50 scans
+    const perFrame = fast.conn.received.at(-1)!.byteLength;
+    // Read when the published bytes reach high water (or BUFFERS_READ_MS passed), not at every scan.
+    const every = Math.min(Math.ceil(HIGH_WATER / perFrame) * 10, BUFFERS_READ_MS);
+    expect(fast.conn.reads).toBeLessThanOrEqual(Math.ceil(1000 / every) + 1);
+    expect(fast.conn.reads).toBeGreaterThanOrEqual(Math.floor(1000 / (every + TOPIC_SCAN_MS)));
+    // A buffer filled by other writes than the shard's is still found within BUFFERS_READ_MS.
+    slow.conn.buffered = HIGH_WATER;
+    const at = t;
+    for (let i = 0; i < 100 && slow.sub!.isMember(1); i++) run(10);
+    expect(t - at).toBeLessThanOrEqual(BUFFERS_READ_MS + TOPIC_SCAN_MS + 10);
+    expect(topics.members(1)).toBe(1);
   });
 
   it('a recorded session is a member too: its recording reads what the shard published, numbered once per publish; telemetry counts them', () => {
