@@ -1,9 +1,10 @@
 /**
  * One time budget per event-loop turn for all of a process's sliced work: every hub's fan-out passes
  * (fanout/hub-fanout.ts), its observers' timers and the flight recorder's tick (sliced-pass.ts) run in
- * the same slice of at most `budgetMs`, taking turns, instead of each taking a budget of its own. With one budget each, a turn grew with the work
- * that was waiting: a hub's fan-out slice and its timer slice made 8 ms, three busy worlds 12 ms and more,
- * and a relay message waits for the turn on its way in and again on its way back.
+ * the same slice of at most `budgetMs`, taking turns, instead of each taking a budget of its own. With one
+ * budget each, a turn grew with the work that was waiting: a hub's fan-out slice and its timer slice made
+ * 8 ms, three busy worlds 12 ms and more, and a relay message waits for the turn on its way in and again
+ * on its way back.
  *
  * Round robin: a work that used up the budget goes to the back, so the next turn starts with the others
  * (none starves behind a busy hub); a work the budget did not reach starts the next turn.

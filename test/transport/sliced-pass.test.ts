@@ -1,7 +1,8 @@
 /**
- * A sliced pass (src/transport/sliced-pass.ts: a hub's observer timers, the recorder's tick) on the real event loop: many slow sessions' timers yield
- * to other work between slices, every session is visited once per pass, a tick during a pass starts none,
- * a fault stays with its session, and a retired hub's pass stops.
+ * A sliced pass (src/transport/sliced-pass.ts: a hub's observer timers, the recorder's tick) on the real
+ * event loop: many slow sessions' timers yield to other work between slices, every session is visited once
+ * per pass, a tick during a pass starts none, a fault stays with its session, and a retired hub's pass
+ * stops.
  */
 import { describe, expect, it } from 'vitest';
 import { SliceLoop } from '../../src/transport/slice-loop.js';
