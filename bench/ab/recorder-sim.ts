@@ -22,6 +22,8 @@ type FrameModule = typeof import('../../src/protocol/frame.js');
 type EncodeModule = typeof import('../../src/protocol/frame-encode.js');
 type BodyModule = typeof import('../../src/recorder/frame-body.js');
 type SessionLog = import('../../src/recorder/session-log.js').SessionLog;
+type SliceLoopModule = typeof import('../../src/transport/slice-loop.js');
+type SlicedPassModule = typeof import('../../src/transport/sliced-pass.js');
 
 const { values } = parseArgs({
   options: {
@@ -52,6 +54,11 @@ const { RouteRecorder } = await load<RecorderModule>('src/recorder/io/route-reco
 const { createFrameHeader, peekFrame } = await load<FrameModule>('src/protocol/frame.ts');
 const { encodeFrame } = await load<EncodeModule>('src/protocol/frame-encode.ts');
 const { binaryFrameBody } = await load<BodyModule>('src/recorder/frame-body.ts');
+/** The edge's sliced pass for the recorder's tick, in checkouts that have one (transport/sliced-pass.ts). */
+const sliced = await Promise.all([
+  load<SliceLoopModule>('src/transport/slice-loop.ts'),
+  load<SlicedPassModule>('src/transport/sliced-pass.ts'),
+]).catch(() => undefined);
 
 /** CPU ticks of this process's threads: the main thread's, and the others' user and system. */
 function threadTicks(): { main: number; otherUser: number; otherSystem: number } {
@@ -94,6 +101,16 @@ const recorder = await RouteRecorder.open(
     credentials: () => [token],
     maxJsonDepth: 64,
     header: { edge_version: 'recorder-sim' },
+    // Only checkouts that have transport/sliced-pass.ts call it (older ones tick every log at once).
+    sliced: <T>(each: (item: T, now: number) => void) => {
+      const [{ SliceLoop }, { SlicedPass }] = sliced!;
+      const ctx = {
+        now,
+        fault: (_where: string, err: unknown) => console.error(err),
+        slices: new SliceLoop(now),
+      };
+      return new SlicedPass('recorder_tick', each, ctx);
+    },
   },
   {
     written: () => undefined,

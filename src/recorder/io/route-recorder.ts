@@ -34,10 +34,9 @@ export interface RecorderHost {
   readonly header: Readonly<Record<string, unknown>>;
   /**
    * Runs `each` over items in slices of the process's budget per event-loop turn (the edge's
-   * transport/sliced-pass.ts), so the tick over a thousand sessions does not hold one turn; without it,
-   * a pass runs at once.
+   * transport/sliced-pass.ts), so the tick over a thousand sessions does not hold one turn.
    */
-  readonly sliced?: <T>(each: (item: T, now: number) => void) => ItemPass<T>;
+  readonly sliced: <T>(each: (item: T, now: number) => void) => ItemPass<T>;
 }
 
 /** A pass over items that may take several turns (see RecorderHost.sliced). */
@@ -71,13 +70,7 @@ export class RouteRecorder {
       const tick = (log: SessionLog, now: number) => {
         if (!log.closed) log.tick(now);
       };
-      const ticks = (this.ticks = host.sliced?.(tick) ?? {
-        start: (logs) => {
-          const now = host.now();
-          for (const log of logs) tick(log, now);
-        },
-        clear: () => undefined,
-      });
+      const ticks = (this.ticks = host.sliced(tick));
       this.ticker = setInterval(() => ticks.start(this.live), TICK_MS);
       this.ticker.unref();
     }
