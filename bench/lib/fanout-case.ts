@@ -65,14 +65,21 @@ export interface CaseOptions {
    * has a core to itself, and its CPU per frame is not shared with theirs).
    */
   readonly pinRest?: number;
+  /**
+   * edge-*: where the probe's relay session goes instead of the observers' edge (`relayUrl`): `own`, a second
+   * edge process of the same build in front of the same world (the relay off the loop that fans out, on the
+   * same machine); `world`, the world itself (no edge: what the machine's load alone adds).
+   */
+  readonly relayVia?: 'own' | 'world';
 }
 
 export interface CaseProbe {
   /**
    * After the observers opened, before they subscribe (so that an overloaded edge cannot keep the probe
-   * from opening): `url` is the route the observers use.
+   * from opening): `url` is the route the observers use; `relayUrl` where its relay session goes instead
+   * (`relayVia`).
    */
-  ready(url: string, origin: string): Promise<void>;
+  ready(url: string, origin: string, relayUrl?: string): Promise<void>;
   /** At the window's start, right after the generators'. */
   begin(): Promise<void>;
   /** At the window's end, right before the generators'; its answer becomes the result's `probe`. */
@@ -144,6 +151,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
     let source: World;
     let serverPid: number;
     let url: string;
+    let relayUrl: string | undefined;
     let worldPid: number | undefined;
     let edgeChild: Child | undefined;
     let publisher: Child | undefined;
@@ -207,6 +215,15 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
         serverPid = edge.child.pid;
         worldPid = source.child.pid;
         url = edge.url;
+        if (o.relayVia === 'world') relayUrl = source.url;
+        if (o.relayVia === 'own') {
+          const second = await startEdge(ctx.runtime, {
+            engine: o.target === 'edge-uws' ? 'uws' : 'ws',
+            upstream: source.url,
+          });
+          started.push(second.child);
+          relayUrl = second.url;
+        }
       }
     }
     // Centrifugo pins itself at its start (taskset, GOMAXPROCS=1).
@@ -231,7 +248,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
       origin: source.origin,
       channelNames: { 1: 'proprio', 2: 'camera' },
     });
-    await o.probe?.ready(url, source.origin);
+    await o.probe?.ready(url, source.origin, relayUrl);
     const subscribed =
       o.target === 'raw-uws'
         ? { ms: 0, failed: 0 }

@@ -124,7 +124,7 @@ serve(
       for (const g of (r.granted ?? []) as { channel: string; channel_id: number }[])
         names.set(g.channel_id, g.channel);
       if (typeof m.embodiment === 'string') {
-        relay = await AwpSession.connect(url, credential);
+        relay = await AwpSession.connect((m.relayUrl as string | undefined) ?? url, credential);
         await relay.initialize('awp-edge-bench-relay-probe');
         await relay.open([], m.embodiment);
       }

@@ -11,6 +11,9 @@
  * probe. The engine follows the runtime: uWebSockets.js on Node 24 (production), `ws` on Node 20;
  * AWP_BENCH_OVERLOAD_ENGINES=ws,uws runs both. AWP_BENCH_OVERLOAD_CAPACITY_FPS=N skips the ramp and takes N
  * as the capacity (A/B runs of two builds: the same observer counts for both).
+ * AWP_BENCH_OVERLOAD_RELAY_VIA=own sends the probe's relay session through a second edge process in front of
+ * the same world, =world straight to the world: what the relay pays for sharing the fan-out's loop, and what
+ * the machine's load alone costs it.
  */
 import { Child } from '../lib/child.js';
 import { diff, ratio, type BenchContext } from '../lib/context.js';
@@ -125,6 +128,8 @@ export interface OverloadSummary {
   readonly ping_interval_ms: number;
   readonly frame_interval_ms: { proprio: number; camera: number };
   readonly engines: OverloadEngine[];
+  /** Where the probe's relay session went: the observers' edge, a second edge, or the world itself. */
+  readonly relay_via: 'edge' | 'own' | 'world';
   readonly method: string;
 }
 
@@ -143,7 +148,7 @@ const METHOD =
 function probeFor(ctx: BenchContext): CaseProbe & { stop(): Promise<void> } {
   let child: Child | undefined;
   return {
-    ready: async (url, origin) => {
+    ready: async (url, origin, relayUrl) => {
       child = await Child.start('bench/lib/probe-child.ts', [], {
         node: ctx.runtime.node,
         build: ctx.runtime.build,
@@ -151,7 +156,14 @@ function probeFor(ctx: BenchContext): CaseProbe & { stop(): Promise<void> } {
       });
       await child.request(
         'open',
-        { url, origin, credential: BENCH_TOKEN, channels: SUBSCRIBE_ALL, embodiment: 'arm_01' },
+        {
+          url,
+          ...(relayUrl !== undefined && { relayUrl }),
+          origin,
+          credential: BENCH_TOKEN,
+          channels: SUBSCRIBE_ALL,
+          embodiment: 'arm_01',
+        },
         120_000,
       );
     },
@@ -227,6 +239,8 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
     (e): e is 'ws' | 'uws' => e === 'ws' || (e === 'uws' && ctx.runtime.uws.ok),
   );
   const perObserver = offeredPerObserver(MIXED);
+  const via = process.env.AWP_BENCH_OVERLOAD_RELAY_VIA;
+  const relayVia = via === 'own' || via === 'world' ? via : undefined;
   const out: OverloadEngine[] = [];
   for (const engine of engines) {
     const target = engine === 'uws' ? 'edge-uws' : 'edge-ws';
@@ -244,6 +258,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
           world: { heartbeatIntervalMs: HEARTBEAT_MS },
           subscribeTimeoutMs: 120_000,
           subscribeTolerant: true,
+          ...(relayVia !== undefined && { relayVia }),
           ...(probe !== undefined ? { probe } : {}),
         });
       } finally {
@@ -349,6 +364,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
     ping_interval_ms: PING_MS,
     frame_interval_ms: { proprio: PROPRIO_INTERVAL_MS, camera: Math.round(CAMERA_INTERVAL_MS * 10) / 10 },
     engines: out,
+    relay_via: relayVia ?? 'edge',
     method: METHOD,
   };
 }
