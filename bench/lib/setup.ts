@@ -80,6 +80,10 @@ export async function startEdge(rt: Runtime, o: EdgeOptions): Promise<Edge> {
     log_level: o.logLevel ?? 'warn',
     agents: { tokens: [BENCH_TOKEN] },
     budgets: BENCH_BUDGETS,
+    // Every generator connects from 127.0.0.1, a thousand at once: the per-address cap on pending
+    // handshakes (64, a flood defence) would close some of them (ECONNRESET), and the cases would compare
+    // different observer counts. The listener-wide cap stays.
+    transport: { max_pending_handshakes_per_address: 1024 },
     routes: [
       {
         name: 'arm',
