@@ -4,10 +4,12 @@
  * case (bench/lib/fanout-case.ts, each checkout's own copy and build) with N observers on the `ws` binding,
  * on the edge-uws and edge-ws targets, alternating which checkout goes first. Prints one JSON line per case
  * on stderr and a summary on stdout: frames per CPU-second of the edge process (delivered frames / its CPU
- * time), median and range per checkout and target, and the ratio of medians (after / before).
+ * time), median and range per checkout and target, and the ratio of medians (after / before); the same for
+ * delivered MiB per CPU-second, which weighs a 64 KiB camera frame as more than a 73-byte one. Node 20
+ * (the patched copy with uWS) unless `--node24`.
  *
  *   node --import tsx bench/ab/fanout-ab.ts --base DIR --after DIR [--reps 3] [--observers 1000]
- *        [--workloads small,mixed] [--flip] [--out FILE]
+ *        [--workloads small,mixed] [--flip] [--node24] [--out FILE]
  */
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -43,6 +45,7 @@ interface AbRow {
   readonly target: Target;
   readonly checkout: 'base' | 'after';
   readonly frames_per_cpu_s?: number;
+  readonly mib_per_cpu_s?: number;
   readonly cpu_us_per_frame?: number;
   readonly delivered_fps?: number;
   readonly delivered_ratio?: number;
@@ -52,11 +55,11 @@ interface AbRow {
   readonly error?: string;
 }
 
-async function checkout(name: 'base' | 'after', dir: string): Promise<Checkout> {
+async function checkout(name: 'base' | 'after', dir: string, major: 20 | 24): Promise<Checkout> {
   const { runCase } = (await import(resolve(dir, 'bench/lib/fanout-case.ts'))) as FanoutCase;
   const { resolveRuntime } = (await import(resolve(dir, 'bench/lib/runtime.ts'))) as RuntimeModule;
   const { buildForBench } = (await import(resolve(dir, 'bench/lib/build.ts'))) as BuildModule;
-  const runtime = { ...resolveRuntime(20), build: buildForBench() };
+  const runtime = { ...resolveRuntime(major), build: buildForBench() };
   const log = (line: string): void => void process.stderr.write(`[${name}] ${line}\n`);
   log(`${dir}: ${runtime.version} (${runtime.node}), uws ${runtime.uws.ok ? 'loads' : 'unavailable'}`);
   return { name, dir, runCase, ctx: { runtime, full: true, durationS: 10, log } };
@@ -69,6 +72,7 @@ function row(rep: number, workload: string, target: Target, c: Checkout, r: Case
     target,
     checkout: c.name,
     frames_per_cpu_s: Math.round(1e6 / r.server.cpu_us_per_frame),
+    mib_per_cpu_s: Math.round(r.delivered_mib_s / (r.server.cpu_pct / 100)),
     cpu_us_per_frame: r.server.cpu_us_per_frame,
     delivered_fps: r.healthy.delivered_fps,
     delivered_ratio: r.delivered_ratio,
@@ -84,24 +88,33 @@ function median(xs: readonly number[]): number {
   return v.length % 2 === 1 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
 }
 
+type Measure = 'frames_per_cpu_s' | 'mib_per_cpu_s';
+
+function spread(xs: readonly number[]): Record<string, number> {
+  return { n: xs.length, median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
+}
+
 function summary(rows: readonly AbRow[]): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
   for (const workload of new Set(rows.map((r) => r.workload))) {
     for (const target of TARGETS) {
-      const of = (c: 'base' | 'after') =>
+      const of = (c: 'base' | 'after', m: Measure) =>
         rows
           .filter((r) => r.workload === workload && r.target === target && r.checkout === c)
-          .flatMap((r) => (r.frames_per_cpu_s !== undefined ? [r.frames_per_cpu_s] : []));
-      const base = of('base');
-      const after = of('after');
-      if (base.length === 0 || after.length === 0) continue;
-      out.push({
-        workload,
-        target,
-        base: { n: base.length, median: median(base), min: Math.min(...base), max: Math.max(...base) },
-        after: { n: after.length, median: median(after), min: Math.min(...after), max: Math.max(...after) },
-        ratio_of_medians: Math.round((median(after) / median(base)) * 1000) / 1000,
-      });
+          .flatMap((r) => (r[m] !== undefined ? [r[m]] : []));
+      for (const measure of ['frames_per_cpu_s', 'mib_per_cpu_s'] as const) {
+        const base = of('base', measure);
+        const after = of('after', measure);
+        if (base.length === 0 || after.length === 0) continue;
+        out.push({
+          workload,
+          target,
+          measure,
+          base: spread(base),
+          after: spread(after),
+          ratio_of_medians: Math.round((median(after) / median(base)) * 1000) / 1000,
+        });
+      }
     }
   }
   return out;
@@ -116,6 +129,7 @@ async function main(): Promise<void> {
       observers: { type: 'string', default: '1000' },
       workloads: { type: 'string', default: 'small' },
       flip: { type: 'boolean', default: false },
+      node24: { type: 'boolean', default: false },
       out: { type: 'string' },
     },
   });
@@ -124,7 +138,11 @@ async function main(): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  const checkouts = [await checkout('base', values.base), await checkout('after', values.after)];
+  const major = values.node24 ? 24 : 20;
+  const checkouts = [
+    await checkout('base', values.base, major),
+    await checkout('after', values.after, major),
+  ];
   const observers = Number(values.observers);
   const rows: AbRow[] = [];
   const started = new Date().toISOString();
