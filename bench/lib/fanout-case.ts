@@ -71,6 +71,8 @@ export interface CaseOptions {
    * same machine); `world`, the world itself (no edge: what the machine's load alone adds).
    */
   readonly relayVia?: 'own' | 'world';
+  /** edge-uws: observers' stream connections on the edge's stream listener, a worker thread (`stream_listen`). */
+  readonly streamListen?: boolean;
 }
 
 export interface CaseProbe {
@@ -204,11 +206,13 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
         serverPid = source.child.pid;
         url = source.url;
       } else {
+        const engine = o.target === 'edge-uws' ? 'uws' : 'ws';
         const edge = await startEdge(ctx.runtime, {
-          engine: o.target === 'edge-uws' ? 'uws' : 'ws',
+          engine,
           upstream: source.url,
           nofile: fds,
           ...(o.record !== undefined && { record: o.record }),
+          ...(o.streamListen === true && { extra: { stream_listen: '127.0.0.1:0' } }),
         });
         started.push(edge.child);
         edgeChild = edge.child;
@@ -217,10 +221,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
         url = edge.url;
         if (o.relayVia === 'world') relayUrl = source.url;
         if (o.relayVia === 'own') {
-          const second = await startEdge(ctx.runtime, {
-            engine: o.target === 'edge-uws' ? 'uws' : 'ws',
-            upstream: source.url,
-          });
+          const second = await startEdge(ctx.runtime, { engine, upstream: source.url });
           started.push(second.child);
           relayUrl = second.url;
         }

@@ -246,16 +246,17 @@ export function checkTargets(results: Record<string, unknown>): TargetCheck[] {
     const loop =
       typeof at.loop_delay_ms === 'object' && at.loop_delay_ms !== null ? at.loop_delay_ms.p99_ms : null;
     const ageGoal = (interval: number) => 2 * interval + 10;
+    const viaEdge = over!.relay_via === 'edge';
     const hb = at.heartbeats;
     out.push(
       check(`${w}: observer ping p99 (ms)`, at.ping_ms.p99, '<= 20 ms', (v) => v <= 20),
       // Through another edge or straight to the world (an experiment), the relay's figure is not the edge's.
       check(
         `${w}: relay ping p99 added over idle (ms)`,
-        over!.relay_via === 'edge' ? at.relay_added_p99_ms : null,
+        viaEdge ? at.relay_added_p99_ms : null,
         '<= 5 ms',
         (v) => v <= 5,
-        over!.relay_via === 'edge'
+        viaEdge
           ? undefined
           : `not the edge's: the relay went via ${over!.relay_via} (AWP_BENCH_OVERLOAD_RELAY_VIA), +${at.relay_added_p99_ms} ms`,
       ),

@@ -13,7 +13,8 @@
  * as the capacity (A/B runs of two builds: the same observer counts for both).
  * AWP_BENCH_OVERLOAD_RELAY_VIA=own sends the probe's relay session through a second edge process in front of
  * the same world, =world straight to the world: what the relay pays for sharing the fan-out's loop, and what
- * the machine's load alone costs it.
+ * the machine's load alone costs it. AWP_BENCH_OVERLOAD_STREAM_LISTEN=1 gives the uws edge a stream listener
+ * (`stream_listen`): the observers' stream connections on its worker thread.
  */
 import { Child } from '../lib/child.js';
 import { diff, ratio, type BenchContext } from '../lib/context.js';
@@ -130,6 +131,8 @@ export interface OverloadSummary {
   readonly engines: OverloadEngine[];
   /** Where the probe's relay session went: the observers' edge, a second edge, or the world itself. */
   readonly relay_via: 'edge' | 'own' | 'world';
+  /** Whether the uws edge served the observers' streams on its stream listener's worker thread. */
+  readonly stream_listen: boolean;
   readonly method: string;
 }
 
@@ -241,6 +244,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
   const perObserver = offeredPerObserver(MIXED);
   const via = process.env.AWP_BENCH_OVERLOAD_RELAY_VIA;
   const relayVia = via === 'own' || via === 'world' ? via : undefined;
+  const streamListen = process.env.AWP_BENCH_OVERLOAD_STREAM_LISTEN === '1';
   const out: OverloadEngine[] = [];
   for (const engine of engines) {
     const target = engine === 'uws' ? 'edge-uws' : 'edge-ws';
@@ -259,6 +263,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
           subscribeTimeoutMs: 120_000,
           subscribeTolerant: true,
           ...(relayVia !== undefined && { relayVia }),
+          streamListen: streamListen && engine === 'uws',
           ...(probe !== undefined ? { probe } : {}),
         });
       } finally {
@@ -365,6 +370,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
     frame_interval_ms: { proprio: PROPRIO_INTERVAL_MS, camera: Math.round(CAMERA_INTERVAL_MS * 10) / 10 },
     engines: out,
     relay_via: relayVia ?? 'edge',
+    stream_listen: streamListen,
     method: METHOD,
   };
 }

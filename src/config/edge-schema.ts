@@ -368,6 +368,9 @@ export const EDGE_SCHEMA = {
     store: STORE,
     drain: DRAIN,
     webtransport: WEBTRANSPORT,
+    stream_listen: address(
+      'A listener for observers’ ws stream connections, served by a worker thread (uWebSockets.js), so fan-out writes never hold up control messages; absent: observers stream on the agent listener.',
+    ),
     tls: TLS,
     budgets: BUDGETS,
     viewer: VIEWER,

@@ -118,10 +118,13 @@ function checkConfig(raw: unknown, p: Problems, env: Env): EdgeConfig {
   const shape = checkShape(raw, p);
   // Where `clean` holds, the data has the schema's shape (defaults included).
   const file = shape.data as EdgeFile;
-  const address = (key: 'listen' | 'admin'): ListenAddress | undefined =>
-    shape.clean(key) ? parseAddress(file[key]) : undefined;
+  const address = (key: 'listen' | 'admin' | 'stream_listen'): ListenAddress | undefined =>
+    shape.clean(key) && file[key] !== undefined ? parseAddress(file[key]) : undefined;
   const listen = address('listen');
   const admin = address('admin');
+  const streamListen = address('stream_listen');
+  if (streamListen !== undefined && file.engine === 'ws')
+    p.fail('stream_listen', 'needs the uWebSockets.js engine (engine: auto or uws), not ws');
 
   const defaults = shape.clean('agents')
     ? agentCredentials(p, file.agents ?? {}, 'agents', env, true)
@@ -149,6 +152,7 @@ function checkConfig(raw: unknown, p: Problems, env: Env): EdgeConfig {
   return {
     listen,
     admin,
+    stream_listen: streamListen,
     public_url: file.public_url,
     engine: file.engine,
     log_level: file.log_level,

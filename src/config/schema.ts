@@ -72,6 +72,8 @@ export interface WebTransportConfig extends TlsConfig {
 export interface EdgeConfig {
   readonly listen: ListenAddress;
   readonly admin: ListenAddress;
+  /** Observers' stream connections on a listener of their own, served by a worker thread. */
+  readonly stream_listen?: ListenAddress | undefined;
   /** Base URL agents reach the edge at (for stream endpoints); default: from the request's Host header. */
   readonly public_url?: string | undefined;
   readonly engine: EdgeFile['engine'];

@@ -21,6 +21,7 @@ import type {
 } from '../transport/engine.js';
 import { listenAgents } from '../transport/select-engine.js';
 import { buildInfo, startAdmin, type AdminServer } from './admin.js';
+import { onStreamListener, openStreamListener } from './stream-listener.js';
 import type { EdgeContext } from './context.js';
 import { AgentConnection } from './agent-connection.js';
 import { RouteRuntime } from './route.js';
@@ -79,6 +80,8 @@ export class Edge {
   private readonly isCredential: (value: string) => boolean;
   private readonly known: KnownCredentials;
   private credentials: CredentialReload | undefined;
+  /** The observers' stream listener (`stream_listen`), when configured. */
+  private streamServer: AgentServer | undefined;
 
   private constructor(
     readonly config: EdgeConfig,
@@ -190,12 +193,24 @@ export class Edge {
       () => listenAgents(config.engine, agentListener),
       (s) => s.close(),
     );
-    if (config.tls === undefined && !isLoopback(config.listen.host)) {
-      log.warn(
-        { event: 'plaintext_listener', listen: config.listen.host },
-        'agents reach this listener from other machines without TLS: configure tls: or terminate TLS in front of the edge (AWP-SEC-001)',
-      );
-    }
+    const streamServer =
+      config.stream_listen === undefined
+        ? undefined
+        : await open(
+            () =>
+              openStreamListener(agentListener, config.stream_listen!, routes, slices, {
+                upgrade: (req) => ref.edge!.upgrade(req, 'stream'),
+                handshakeClosed: (reason) => metrics.handshakesClosed.labels('stream', reason).inc(),
+              }),
+            (s) => s.close(),
+          );
+    for (const address of [config.listen, config.stream_listen])
+      if (address !== undefined && config.tls === undefined && !isLoopback(address.host)) {
+        log.warn(
+          { event: 'plaintext_listener', listen: address.host },
+          'agents reach this listener from other machines without TLS: configure tls: or terminate TLS in front of the edge (AWP-SEC-001)',
+        );
+      }
     const ready = () => ref.edge !== undefined && !ref.edge.draining && storeReady();
     metrics.watchHealth(ready, { kind: store.kind, up: storeReady });
     const build = buildInfo(server.engine);
@@ -213,6 +228,7 @@ export class Edge {
       (a) => a.close(),
     );
     const edge = new Edge(config, ctx, routes, server, admin, mint);
+    edge.streamServer = streamServer;
     edge.stopStore = opened.stop;
     edge.viewer = viewer;
     ref.edge = edge;
@@ -243,6 +259,9 @@ export class Edge {
         event: 'edge_started',
         engine: server.engine,
         listen: `${config.listen.host}:${server.port}`,
+        ...(streamServer !== undefined && {
+          stream_listen: `${config.stream_listen!.host}:${streamServer.port}`,
+        }),
         admin: `${config.admin.host}:${admin.port}`,
         store: store.kind,
         routes: config.routes.map((r) => ({ name: r.name, path: r.path, upstream: r.upstream })),
@@ -287,12 +306,16 @@ export class Edge {
     return this.server.engine;
   }
 
-  /** Decides an upgrade before any WebSocket exists: refusals are plain HTTP answers, counted and logged. */
-  private upgrade(req: UpgradeRequest): UpgradeOutcome {
-    const decision = decideUpgrade(
+  /**
+   * Decides an upgrade before any WebSocket exists: refusals are plain HTTP answers, counted and logged.
+   * The stream listener serves observers' stream connections only.
+   */
+  private upgrade(req: UpgradeRequest, listener: 'agent' | 'stream' = 'agent'): UpgradeOutcome {
+    let decision = decideUpgrade(
       { binding: 'ws', ...req, header: (n) => req.header(n) },
       this.decisionState(),
     );
+    if (listener === 'stream') decision = onStreamListener(decision);
     if (!decision.accept) {
       this.refused(decision, req.path, req.query);
       return decision;
@@ -388,6 +411,7 @@ export class Edge {
     for (const c of [...this.ctx.connections]) c.terminate(1001, 'edge shutting down');
     await this.webtransport?.close();
     this.ctx.registry.clear();
+    await this.streamServer?.close();
     await this.server.close();
     await this.admin.close();
     await this.ctx.registry.store.close();

@@ -122,13 +122,26 @@ export class RouteRuntime {
     return this.hubs.values();
   }
 
-  /** The edge's stream endpoints for an observer: the edge relays no world endpoint, it serves them. */
+  /**
+   * The edge's stream endpoints for an observer: the edge relays no world endpoint, it serves them, on
+   * the stream listener when there is one (at the host agents reached the edge by, its port).
+   */
   observerEndpoints(publicBase: string): StreamEndpoint[] {
+    const url = new URL(publicBase);
+    const ws =
+      this.streamPort === undefined ? publicBase : `${url.protocol}//${url.hostname}:${this.streamPort}`;
     return [
       ...this.webtransportEndpoints(publicBase, [{ binding: 'ws' }]),
-      { binding: 'ws', url: `${publicBase}${this.streamPath}` },
+      { binding: 'ws', url: `${ws}${this.streamPath}` },
       { binding: 'inline' },
     ];
+  }
+
+  /** The port of the observers' stream listener (`stream_listen`), once it listens. */
+  private streamPort: number | undefined;
+
+  enableStreamListener(port: number): void {
+    this.streamPort = port;
   }
 
   // ---- webtransport (src/edge/webtransport-endpoint.ts) ----

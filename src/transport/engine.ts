@@ -49,6 +49,8 @@ export interface UpgradeRequest {
   /** Subprotocols offered in Sec-WebSocket-Protocol, in order. */
   readonly protocols: readonly string[];
   readonly remoteAddress: string;
+  /** Every header by lower-case name, where the engine copied them (to pass the request to another thread). */
+  readonly headers?: ReadonlyMap<string, string>;
 }
 
 export type UpgradeOutcome =
@@ -116,7 +118,19 @@ export interface EngineOptions {
 export interface AgentServer {
   readonly engine: 'uws' | 'ws';
   readonly port: number;
+  /** Where the engine carries out writes on another thread, which can fall behind (stream-worker.ts). */
+  readonly backlog?: EngineBacklog;
   close(): Promise<void>;
+}
+
+/** An engine's writes not yet carried out: work that feeds it waits while it is behind. */
+export interface EngineBacklog {
+  /** Whether what was handed over before this turn is still being carried out. */
+  behind(): boolean;
+  /** Whether this turn has handed over as much as the engine should carry out at once. */
+  full(): boolean;
+  /** Calls `fn` each time the engine has caught up. */
+  onCaughtUp(fn: () => void): void;
 }
 
 /** Parses a Sec-WebSocket-Protocol header into the offered list. */

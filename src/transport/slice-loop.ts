@@ -10,6 +10,8 @@
  * (none starves behind a busy hub); a work the budget did not reach starts the next turn.
  */
 
+import type { EngineBacklog } from './engine.js';
+
 /**
  * A slice's time budget. A relay round trip waits for the loop twice (the agent's message, the world's
  * answer), so shorter slices shorten it: at 5x overload 1-2 ms took the relay ping's p99 from +31 to
@@ -38,6 +40,25 @@ export class SliceLoop {
     private readonly budgetMs = SLICE_BUDGET_MS,
   ) {}
 
+  /** The engine the slices write to, where it can fall behind (a stream worker); see `follow`. */
+  private backlog: EngineBacklog | undefined;
+  /** A turn found the engine behind: the next one waits for it to catch up. */
+  private held = false;
+
+  /**
+   * Slices wait while `backlog` is behind: fan-out passes left unfinished meanwhile are superseded by
+   * newer latest-wins frames (hub-passes.ts), so the engine gets the newest frames at the rate it
+   * writes them, instead of a queue that grows with the overload.
+   */
+  follow(backlog: EngineBacklog): void {
+    this.backlog = backlog;
+    backlog.onCaughtUp(() => {
+      if (!this.held) return;
+      this.held = false;
+      if (this.waiting.size > 0) this.schedule();
+    });
+  }
+
   /** `work` has something to do: it gets a slice in the next turn (its place kept if it was waiting). */
   want(work: SlicedWork): void {
     this.waiting.add(work);
@@ -49,18 +70,29 @@ export class SliceLoop {
     this.waiting.delete(work);
   }
 
-  /** Whether this turn's budget is used up (by the slices' time and the engine work they left). */
+  /**
+   * Whether this turn's budget is used up: by the slices' time and the engine work they left, or, for an
+   * engine on another thread, by what they handed it (its own estimate).
+   */
   spent(): boolean {
+    if (this.backlog !== undefined && this.backlog.full()) return true;
     return this.now() + this.deferredMs >= this.end;
   }
 
-  /** The engine will do `ms` of work after this turn because of the slice (a queued publish's writes). */
+  /**
+   * The engine will do `ms` of work after this turn because of the slice (a queued publish's writes); an
+   * engine on another thread does it there, and bounds the turn with its own estimate (`full`).
+   */
   defer(ms: number): void {
-    this.deferredMs += ms;
+    if (this.backlog === undefined) this.deferredMs += ms;
   }
 
   private turn(): void {
     this.scheduled = false;
+    if (this.backlog?.behind() === true) {
+      this.held = true;
+      return;
+    }
     this.end = this.now() + this.budgetMs;
     this.deferredMs = 0;
     try {

@@ -27,6 +27,7 @@ export function copyUpgrade(res: HttpResponse, req: HttpRequest): CopiedUpgrade 
     path: req.getUrl(),
     query: query ?? '',
     header: (name) => headers.get(name.toLowerCase()),
+    headers,
     protocols: parseProtocols(headers.get('sec-websocket-protocol')),
     remoteAddress: formatAddress(res.getRemoteAddress()),
   };

@@ -38,7 +38,7 @@ describe('shape messages', () => {
   it('unknown keys list what is known, before the other problems of their mapping', () => {
     const top = Object.keys(EDGE_SCHEMA.properties);
     expect(top.slice(0, 14)).toEqual(
-      'listen, admin, public_url, engine, log_level, agents, routes, timing, transport, store, drain, webtransport, tls, budgets'.split(
+      'listen, admin, public_url, engine, log_level, agents, routes, timing, transport, store, drain, webtransport, stream_listen, tls'.split(
         ', ',
       ),
     );

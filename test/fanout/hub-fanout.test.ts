@@ -180,6 +180,60 @@ describe('fan-out scheduler', () => {
     expect(turns.slice(0, 3).flat()).toContain('b');
   });
 
+  it('while the engine is behind (a stream worker), passes wait; a newer latest-wins frame supersedes one; they go on once it caught up', async () => {
+    const loop = new SliceLoop(() => performance.now());
+    let behind = true;
+    const caughtUp: (() => void)[] = [];
+    loop.follow({ behind: () => behind, full: () => false, onCaughtUp: (fn) => caughtUp.push(fn) });
+    const ctx = context([], loop);
+    const served: number[] = [];
+    const s = new FanoutScheduler<number>((_t, f) => {
+      served.push(f.seq);
+      return 0;
+    }, ctx);
+    s.add(frame(1, 1), note, targets.slice(0, 3), true);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(served).toEqual([]); // held: nothing handed to an engine that is behind
+    s.add(frame(1, 2), note, targets.slice(0, 3), true);
+    behind = false;
+    for (const fn of caughtUp) fn();
+    await new Promise<void>((resolve) => {
+      const check = () => (s.idle ? resolve() : setTimeout(check, 2));
+      check();
+    });
+    expect(served).toEqual([2, 2, 2]); // the newest frame, to each subscriber
+    expect(ctx.counted).toContainEqual({ channel: 'camera', outcome: 'replaced', n: 3 });
+  });
+
+  it("a turn ends when the engine on another thread says its batch is full, not at this thread's clock", async () => {
+    const loop = new SliceLoop(() => performance.now());
+    let handed = 0;
+    loop.follow({ behind: () => false, full: () => handed >= 5, onCaughtUp: () => undefined });
+    const turns: number[] = [];
+    const s = new FanoutScheduler<number>(
+      () => {
+        handed++;
+        return 1000; // deferred work on this thread's clock: not counted for an engine elsewhere
+      },
+      context([], loop),
+      () => 16, // each target ends a chunk (the budget is asked after each)
+    );
+    s.add(frame(1, 1), note, targets.slice(0, 20), false);
+    await new Promise<void>((resolve) => {
+      const check = () => {
+        if (handed > 0) {
+          turns.push(handed);
+          handed = 0; // the batch left: a new one starts
+        }
+        if (s.idle) resolve();
+        else setImmediate(check);
+      };
+      setImmediate(check);
+    });
+    expect(turns.reduce((a, b) => a + b, 0)).toBe(20);
+    expect(Math.max(...turns)).toBe(5);
+  });
+
   it('a channel is latest-wins only if every subscriber takes it latest-wins and not per tick', () => {
     const grant = (channel_id: number, latest_wins: boolean, per_tick = false): SubscribedChannel => ({
       name: `c${channel_id}`,

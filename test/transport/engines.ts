@@ -13,7 +13,7 @@ import type {
 import { uwsAvailability } from '../../src/transport/uws-load.js';
 import { listenWs } from '../../src/transport/ws-engine.js';
 
-export type EngineName = 'ws' | 'uws';
+export type EngineName = 'ws' | 'uws' | 'uws-worker';
 
 export interface EngineCase {
   readonly name: EngineName;
@@ -30,6 +30,12 @@ export const ENGINES: readonly EngineCase[] = [
     name: 'uws',
     unavailable: uws.ok ? undefined : uws.reason,
     listen: async (opts) => (await import('../../src/transport/uws-engine.js')).listenUws(opts),
+  },
+  {
+    // uWebSockets.js on a worker thread, as observers' stream connections are served (`stream_listen`).
+    name: 'uws-worker',
+    unavailable: uws.ok ? undefined : uws.reason,
+    listen: async (opts) => (await import('../../src/transport/stream-worker.js')).listenStreamWorker(opts),
   },
 ];
 

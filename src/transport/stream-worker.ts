@@ -1,0 +1,503 @@
+/**
+ * An engine whose sockets live on a worker thread (stream-worker-thread.ts): the edge serves observers'
+ * stream connections with it (`stream_listen`), so the engine's writes of fan-out frames, most of the
+ * fan-out's cost under load (uWS's publish and its backpressure writes), no longer hold up the main
+ * thread's event loop, where control messages, relay traffic and heartbeats are answered.
+ *
+ * To the edge it is an engine like the others (engine.ts): connections, topics, drain and close. What
+ * differs is time: an operation is carried out when the worker reads its batch (the same turn, as a
+ * rule), and a connection's `bufferedAmount` is the worker's last reading plus what was posted to it
+ * since and not yet carried out, so the edge's backpressure never undercounts.
+ */
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import {
+  closeReason,
+  type AgentServer,
+  type ConnectionHandlers,
+  type ConnectionTopics,
+  type EngineBacklog,
+  type EngineOptions,
+  type ServerConnection,
+  type UpgradeOutcome,
+  type UpgradeRequest,
+} from './engine.js';
+import {
+  Op,
+  type FromWorker,
+  type ToWorker,
+  type WireRequest,
+  type WorkerEvent,
+  type WorkerSetup,
+} from './stream-worker-wire.js';
+import { SLICE_BUDGET_MS } from './slice-loop.js';
+
+/** How long a close waits for the worker to close its sockets before stopping it. */
+const CLOSE_WAIT_MS = 5000;
+/** How long an exiting process waits for the worker to close its sockets. */
+const EXIT_WAIT_MS = 2000;
+
+/** Bytes sent to a connection that keeps up which may be in flight to the worker before they count. */
+const IN_FLIGHT_CREDIT = 256 * 1024;
+
+/**
+ * What the worker's writes cost, roughly (us): per message written to a socket, and per KiB of it. A turn
+ * hands the worker at most SLICE_BUDGET_MS of them (`EngineBacklog.full`), so the worker carries out each
+ * batch in a few milliseconds and a frame waits for it about that long. Without this bound a turn handed
+ * over as much as was cheap to hand over: at 5x overload proprio frames were 41-70 ms old at p99 (the goal
+ * is 30); with it, 18-19 ms (bench/RESULTS.md, "Stream connections on a worker thread").
+ */
+const WRITE_US = 3;
+const KIB_US = 1;
+const BATCH_BUDGET_US = SLICE_BUDGET_MS * 1000;
+
+type Accepted = Extract<UpgradeOutcome, { accept: true }>;
+
+/** Bytes posted and not yet carried out, as of the batch they were last posted in. */
+class Pending {
+  bytes = 0;
+  seq = 0;
+
+  add(bytes: number, seq: number, acked: number): void {
+    if (this.seq <= acked) this.bytes = 0;
+    this.bytes += bytes;
+    this.seq = seq;
+  }
+
+  /** What is still in flight once the worker has carried out batch `acked`. */
+  after(acked: number): number {
+    return this.seq > acked ? this.bytes : 0;
+  }
+}
+
+class RemoteConnection implements ServerConnection {
+  handlers: ConnectionHandlers | undefined;
+  /** What the engine held for it at the worker's last reading. */
+  reported = 0;
+  readonly pending = new Pending();
+  /** Its topics (for the worker's cost of a publish, counted by members). */
+  readonly joined = new Set<string>();
+  /** Closed by the edge (operations after it are dropped) or by the worker (gone). */
+  closing = false;
+  gone = false;
+  readonly topics: ConnectionTopics;
+
+  constructor(
+    private readonly w: StreamWorker,
+    readonly id: number,
+    readonly remoteAddress: string,
+  ) {
+    this.topics = {
+      subscribe: (topic) => {
+        if (this.closing || this.gone) return false;
+        w.op(Op.Subscribe, id, w.str(topic), 0);
+        w.joined(this, topic, 1);
+        return true;
+      },
+      unsubscribe: (topic) => {
+        if (this.gone) return;
+        w.op(Op.Unsubscribe, id, w.str(topic), 0);
+        w.joined(this, topic, -1);
+      },
+      publish: (topic, data) => w.publish(this, topic, data),
+    };
+  }
+
+  send(data: string | Uint8Array, binary: boolean): void {
+    if (!this.closing && !this.gone) this.w.send(this, data, binary);
+  }
+
+  get bufferedAmount(): number {
+    if (this.closing || this.gone) return 0;
+    // What was sent to it and is not yet carried out: where the worker's last reading says the socket
+    // keeps up, the engine will most likely write it at once (as the kernel's buffer takes a burst
+    // in-process), so only what exceeds IN_FLIGHT_CREDIT counts; where it is behind, all of it queues.
+    // What was published to its topics is not counted: the worker reads every member after a publish.
+    const inFlight = this.pending.after(this.w.acked);
+    if (inFlight === 0) return this.reported;
+    // The reading is told again (drain) once the worker has carried this out: the engine itself fires
+    // drain only for bytes it could not write.
+    this.w.waiting.add(this);
+    return this.reported > 0 ? this.reported + inFlight : Math.max(0, inFlight - IN_FLIGHT_CREDIT);
+  }
+
+  close(code: number, reason: string): void {
+    if (this.closing || this.gone) return;
+    this.closing = true;
+    this.w.op(Op.Close, this.id, code, this.w.str(closeReason(reason)));
+  }
+
+  terminate(): void {
+    if (this.gone) return;
+    this.closing = true;
+    this.w.op(Op.Terminate, this.id, 0, 0);
+  }
+}
+
+class StreamWorker {
+  acked = 0;
+  readonly waiting = new Set<RemoteConnection>();
+  private worker: Worker | undefined;
+  private seq = 1;
+  private ops: number[] = [];
+  private payloads: Uint8Array[] = [];
+  private payloadIndex = new Map<Uint8Array, number>();
+  private strings: string[] = [];
+  private stringIndex = new Map<string, number>();
+  private scheduled = false;
+  /** The estimated worker time of the batch being built (us). */
+  private batchCostUs = 0;
+  /** Members of each topic (subscribed here, whatever the worker has carried out yet). */
+  private readonly members = new Map<string, number>();
+  private readonly conns = new Map<number, RemoteConnection>();
+  private readonly accepted = new Map<number, Accepted>();
+  private closing = false;
+  private closed: (() => void) | undefined;
+  private closedFlag: Int32Array | undefined;
+  private readonly caughtUp: (() => void)[] = [];
+  /** See EngineBacklog: a batch posted is not yet carried out. */
+  readonly backlog: EngineBacklog = {
+    behind: () => this.acked < this.seq - 1,
+    full: () => this.batchCostUs >= BATCH_BUDGET_US,
+    onCaughtUp: (fn) => this.caughtUp.push(fn),
+  };
+  /**
+   * A process that exits with the worker's sockets open aborts (Node checks a worker's event loop has no
+   * open handle when it ends it): on exit the worker closes its server first, waited for here, briefly.
+   */
+  readonly onExit = () => {
+    if (this.worker === undefined || this.closedFlag === undefined) return;
+    this.flush();
+    this.worker.postMessage({ t: 'close' } satisfies ToWorker);
+    Atomics.wait(this.closedFlag, 0, 0, EXIT_WAIT_MS);
+  };
+  port = 0;
+
+  constructor(private readonly opts: EngineOptions) {}
+
+  /** Starts a worker listening on `port`; rejects with the engine's reason when it cannot. */
+  start(port: number): Promise<number> {
+    const setup: WorkerSetup = {
+      host: this.opts.host,
+      port,
+      maxMessageBytes: this.opts.maxMessageBytes,
+      pingIntervalMs: this.opts.pingIntervalMs,
+      tls: this.opts.tls,
+      handshake: this.opts.handshake,
+      closedFlag: new Int32Array(new SharedArrayBuffer(4)),
+    };
+    const worker = spawnThread(setup);
+    this.worker = worker;
+    this.closedFlag = setup.closedFlag;
+    this.seq = 1;
+    this.acked = 0;
+    return new Promise((resolve, reject) => {
+      let listening = false;
+      worker.on('message', (msg: FromWorker) => {
+        switch (msg.t) {
+          case 'listening':
+            listening = true;
+            this.port = msg.port;
+            resolve(msg.port);
+            return;
+          case 'failed':
+            reject(Object.assign(new Error(msg.message), msg.details));
+            void worker.terminate();
+            return;
+          case 'events':
+            this.received(msg);
+            return;
+          case 'closed':
+            this.closed?.();
+            return;
+        }
+      });
+      worker.on('error', (err) => {
+        if (listening) this.opts.onError?.(err);
+        else reject(err);
+      });
+      worker.on('exit', (code) => {
+        if (this.worker !== worker) return;
+        this.worker = undefined;
+        this.lost();
+        if (!listening) reject(new Error(`the stream worker ended (exit code ${code}) before listening`));
+        else if (!this.closing) this.opts.onError?.(new Error(`the stream worker ended (exit code ${code})`));
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    process.off('exit', this.onExit);
+    const worker = this.worker;
+    if (worker === undefined) return;
+    this.flush();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, CLOSE_WAIT_MS);
+      this.closed = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      worker.postMessage({ t: 'close' } satisfies ToWorker);
+    });
+    this.worker = undefined;
+    await worker.terminate();
+    this.lost();
+  }
+
+  // ---- operations, batched once per turn ----
+
+  op(code: number, id: number, a: number, b: number): void {
+    this.ops.push(code, id, a, b);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => this.flush());
+  }
+
+  str(s: string): number {
+    let i = this.stringIndex.get(s);
+    if (i === undefined) {
+      i = this.strings.push(s) - 1;
+      this.stringIndex.set(s, i);
+    }
+    return i;
+  }
+
+  /** The payload's index in this batch: copied once (a view may share its buffer with other data). */
+  private payload(data: Uint8Array): number {
+    let i = this.payloadIndex.get(data);
+    if (i === undefined) {
+      i = this.payloads.push(new Uint8Array(data)) - 1;
+      this.payloadIndex.set(data, i);
+    }
+    return i;
+  }
+
+  send(c: RemoteConnection, data: string | Uint8Array, binary: boolean): void {
+    if (typeof data === 'string' || !binary) {
+      const text = typeof data === 'string' ? data : Buffer.from(data).toString('utf8');
+      const bytes = Buffer.byteLength(text);
+      this.op(Op.SendText, c.id, this.str(text), 0);
+      c.pending.add(bytes, this.seq, this.acked);
+      this.batchCostUs += writeCost(bytes);
+      return;
+    }
+    this.op(Op.SendBinary, c.id, this.payload(data), 0);
+    c.pending.add(data.byteLength, this.seq, this.acked);
+    this.batchCostUs += writeCost(data.byteLength);
+  }
+
+  publish(c: RemoteConnection, topic: string, data: Uint8Array): void {
+    this.op(Op.Publish, c.id, this.str(topic), this.payload(data));
+    this.batchCostUs += (this.members.get(topic) ?? 0) * writeCost(data.byteLength);
+  }
+
+  /** Counts the topic's members (a connection's subscribe and unsubscribe arrive in pairs, once each). */
+  joined(c: RemoteConnection, topic: string, delta: 1 | -1): void {
+    if (delta === 1 ? c.joined.has(topic) : !c.joined.has(topic)) return;
+    if (delta === 1) c.joined.add(topic);
+    else c.joined.delete(topic);
+    const n = (this.members.get(topic) ?? 0) + delta;
+    if (n > 0) this.members.set(topic, n);
+    else this.members.delete(topic);
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.ops.length === 0 || this.worker === undefined) return;
+    const msg: ToWorker = {
+      t: 'batch',
+      seq: this.seq++,
+      ops: Int32Array.from(this.ops),
+      payloads: this.payloads,
+      strings: this.strings,
+    };
+    this.worker.postMessage(msg, [
+      msg.ops.buffer as ArrayBuffer,
+      ...this.payloads.map((p) => p.buffer as ArrayBuffer),
+    ]);
+    this.ops = [];
+    this.payloads = [];
+    this.payloadIndex = new Map();
+    this.strings = [];
+    this.stringIndex = new Map();
+    this.batchCostUs = 0;
+  }
+
+  // ---- what the worker reports ----
+
+  private received(msg: Extract<FromWorker, { t: 'events' }>): void {
+    const wasBehind = this.backlog.behind();
+    this.acked = msg.acked;
+    const b = msg.buffered;
+    for (let i = 0; i < b.length; i += 2) {
+      const c = this.conns.get(b[i]!);
+      if (c !== undefined) c.reported = b[i + 1]!;
+    }
+    let consumed = 0;
+    for (const e of msg.events) {
+      this.event(e);
+      if (e.k === 'message') consumed += e.size;
+    }
+    if (consumed > 0) this.worker?.postMessage({ t: 'consumed', bytes: consumed } satisfies ToWorker);
+    if (this.waiting.size > 0) {
+      const waiting = [...this.waiting];
+      this.waiting.clear();
+      for (const c of waiting) if (!c.gone) c.handlers?.drain();
+    }
+    if (wasBehind && !this.backlog.behind()) for (const fn of this.caughtUp) fn();
+  }
+
+  private event(e: WorkerEvent): void {
+    switch (e.k) {
+      case 'upgrade':
+        this.decide(e.req, e.request);
+        return;
+      case 'open':
+        this.open(e.req, e.id, e.remoteAddress);
+        return;
+      case 'abandon':
+        this.accepted.get(e.req)?.abandon?.();
+        this.accepted.delete(e.req);
+        return;
+      case 'message': {
+        const data =
+          typeof e.data === 'string'
+            ? e.data
+            : Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength);
+        this.conns.get(e.id)?.handlers?.message(data, e.binary);
+        return;
+      }
+      case 'drain':
+        this.conns.get(e.id)?.handlers?.drain();
+        return;
+      case 'close': {
+        const c = this.conns.get(e.id);
+        if (c === undefined) return;
+        this.conns.delete(e.id);
+        this.gone(c, e.code, e.reason);
+        return;
+      }
+      case 'handshake':
+        this.opts.onHandshakeClosed?.(e.reason);
+        return;
+      case 'error':
+        this.opts.onError?.(new Error(`stream worker: ${e.message}`));
+        return;
+    }
+  }
+
+  private decide(req: number, wire: WireRequest): void {
+    const headers = new Map(wire.headers);
+    const request: UpgradeRequest = {
+      path: wire.path,
+      query: wire.query,
+      header: (name) => headers.get(name.toLowerCase()),
+      headers,
+      protocols: wire.protocols,
+      remoteAddress: wire.remoteAddress,
+    };
+    const refuse = (status: number, body: string) =>
+      this.worker?.postMessage({ t: 'answer', req, accept: false, status, body } satisfies ToWorker);
+    const answer = (outcome: UpgradeOutcome) => {
+      if (!outcome.accept) return refuse(outcome.status, outcome.body);
+      if (this.worker === undefined) return outcome.abandon?.();
+      this.accepted.set(req, outcome);
+      this.worker.postMessage({ t: 'answer', req, accept: true } satisfies ToWorker);
+    };
+    const failed = (err: unknown) => {
+      this.opts.onError?.(err);
+      refuse(500, 'internal error\n');
+    };
+    try {
+      const decided = this.opts.upgrade(request);
+      if (decided instanceof Promise) decided.then(answer, failed);
+      else answer(decided);
+    } catch (err) {
+      failed(err);
+    }
+  }
+
+  private open(req: number, id: number, remoteAddress: string): void {
+    const outcome = this.accepted.get(req);
+    this.accepted.delete(req);
+    const c = new RemoteConnection(this, id, remoteAddress);
+    if (outcome === undefined) {
+      c.terminate();
+      return;
+    }
+    this.conns.set(id, c);
+    try {
+      c.handlers = outcome.open(c);
+    } catch (err) {
+      this.opts.onError?.(err);
+      outcome.abandon?.();
+      c.close(1011, 'internal error');
+    }
+  }
+
+  private gone(c: RemoteConnection, code: number, reason: string): void {
+    c.gone = true;
+    this.waiting.delete(c);
+    for (const topic of [...c.joined]) this.joined(c, topic, -1);
+    c.handlers?.close(code, reason);
+  }
+
+  /** The worker ended: its connections are closed (1006, as a dropped TCP connection reads). */
+  private lost(): void {
+    // Nothing is in flight any more: work held for the worker goes on (for the other connections).
+    const wasBehind = this.backlog.behind();
+    this.acked = this.seq - 1;
+    if (wasBehind) for (const fn of this.caughtUp) fn();
+    for (const outcome of this.accepted.values()) outcome.abandon?.();
+    this.accepted.clear();
+    const conns = [...this.conns.values()];
+    this.conns.clear();
+    for (const c of conns) this.gone(c, 1006, '');
+    this.ops = [];
+    this.payloads = [];
+    this.payloadIndex = new Map();
+    this.strings = [];
+    this.stringIndex = new Map();
+  }
+}
+
+function writeCost(bytes: number): number {
+  return WRITE_US + (bytes / 1024) * KIB_US;
+}
+
+/**
+ * The worker. From source (tests, tsx) its module is TypeScript: the thread registers tsx's loader itself
+ * first (Node 20 applies no `--import` to a worker).
+ */
+function spawnThread(setup: WorkerSetup): Worker {
+  const ts = import.meta.url.endsWith('.ts');
+  const file = new URL(`./stream-worker-thread.${ts ? 'ts' : 'js'}`, import.meta.url);
+  if (!ts) return new Worker(file, { workerData: setup });
+  // tsx's ESM entry (`require.resolve` would name its CommonJS one).
+  const pkg = pathToFileURL(createRequire(import.meta.url).resolve('tsx/package.json'));
+  const tsx = new URL('dist/esm/api/index.mjs', pkg).href;
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(file.href)}); })`;
+  return new Worker(boot, { eval: true, workerData: setup });
+}
+
+/**
+ * Listens with uWebSockets.js on a worker thread. The options are the engine's; `plain` is not served
+ * there (a plain request is answered 426), and `upgrade`, `onError` and `onHandshakeClosed` run on the
+ * calling thread.
+ */
+export async function listenStreamWorker(opts: EngineOptions): Promise<AgentServer> {
+  const w = new StreamWorker(opts);
+  await w.start(opts.port);
+  process.on('exit', w.onExit);
+  return {
+    engine: 'uws',
+    get port() {
+      return w.port;
+    },
+    backlog: w.backlog,
+    close: () => w.close(),
+  };
+}

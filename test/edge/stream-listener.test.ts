@@ -1,0 +1,144 @@
+/**
+ * `stream_listen` (issue 15 item 1): observers' stream connections on a listener of their own, served by
+ * uWebSockets.js on a worker thread, so the engine's fan-out writes leave the main thread's event loop to
+ * control messages. Over real sockets, in front of the streaming demo arm world: the observer's `ws`
+ * endpoint names the stream listener and frames arrive there; the listener takes observers' stream
+ * connections and nothing else; hostile input on it is contained to its connection; closing the edge frees
+ * its port. Runs where uWebSockets.js loads; the configuration check runs everywhere.
+ */
+import { createConnection } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { validateConfig } from '../../src/config/load.js';
+import { uwsAvailability } from '../../src/transport/uws-load.js';
+import { sleep, startRig, until, type Rig } from '../fanout/rig.js';
+import { AwpClient, HttpRefusal } from '../support/awp-client.js';
+import { AGENT_TOKEN } from '../support/edge.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe('stream_listen configuration', () => {
+  it('needs the uWebSockets.js engine: with engine ws the config is refused, saying so', () => {
+    const raw = {
+      engine: 'ws',
+      stream_listen: '127.0.0.1:0',
+      agents: { tokens: [AGENT_TOKEN] },
+      routes: [{ name: 'arm', path: '/arm', upstream: 'ws://127.0.0.1:9/' }],
+    };
+    expect(() => validateConfig(raw, 'edge.yaml', {})).toThrow(
+      /stream_listen: needs the uWebSockets\.js engine \(engine: auto or uws\), not ws/,
+    );
+    expect(() => validateConfig({ ...raw, stream_listen: 'nowhere' }, 'edge.yaml', {})).toThrow(
+      /stream_listen/,
+    );
+  });
+});
+
+/** The port of a `ws://host:port/...` URL. */
+function portOf(url: string): number {
+  return Number(new URL(url).port);
+}
+
+/** Connects with a credential and expects an HTTP refusal; resolves with it. */
+async function refusal(url: string, credential: string | undefined): Promise<HttpRefusal> {
+  const err = await AwpClient.connect(url, credential !== undefined ? { credential } : {}).then(
+    (c) => {
+      c.close();
+      throw new Error(`${url} was accepted`);
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(HttpRefusal);
+  return err as HttpRefusal;
+}
+
+describe.skipIf(!uwsAvailability().ok)('observers stream on the stream listener (worker thread)', () => {
+  async function rig(): Promise<Rig> {
+    const r = await startRig({ edge: { engine: 'uws', stream_listen: '127.0.0.1:0' } });
+    cleanups.push(() => r.close());
+    return r;
+  }
+
+  it('AWP-TRN-004 AWP-TRN-013 the ws endpoint names the stream listener; frames arrive there in seq order', async () => {
+    const r = await rig();
+    const channels = [{ channel: 'proprio' }, { channel: 'camera' }];
+    const a = await r.observer({ kind: 'ws', subscribe: channels });
+    const b = await r.observer({ kind: 'ws', subscribe: channels });
+    const streamPort = portOf(a.endpoint());
+    expect(streamPort).not.toBe(r.edge.edge.port);
+    expect(new URL(a.endpoint()).pathname).toMatch(/^\/arm/);
+    // The stream connection is the worker's: its remote port is the stream listener's.
+    expect((a.stream as unknown as { _socket: { remotePort: number } })._socket.remotePort).toBe(streamPort);
+    await until(
+      () => [a, b].every((o) => o.log('proprio').count > 50 && o.log('camera').count > 10),
+      10_000,
+      'frames of both channels on both observers',
+    );
+    for (const o of [a, b])
+      for (const [id, log] of o.channels) expect(log.orderViolations, `channel ${id}`).toEqual([]);
+  });
+
+  it('takes observers’ stream connections only: a control connection, a relay stream and a URL credential are refused', async () => {
+    const r = await rig();
+    const o = await r.observer({ kind: 'ws', subscribe: [{ channel: 'proprio' }] });
+    const base = `ws://127.0.0.1:${portOf(o.endpoint())}`;
+    const control = await refusal(`${base}/arm`, AGENT_TOKEN);
+    expect(control.status).toBe(404);
+    expect(control.body).toContain('serves observers');
+    // The refused control connection gave its budget slot back: the agent listener still takes agents.
+    const agent = await AwpClient.connect(r.edge.url('/arm'), { credential: AGENT_TOKEN });
+    agent.close();
+    const noToken = await refusal(`${base}${new URL(o.endpoint()).pathname}`, undefined);
+    expect(noToken.status).toBe(401);
+    const inUrl = await refusal(`${base}/arm?token=${AGENT_TOKEN}`, AGENT_TOKEN);
+    expect(inUrl.status).toBe(400);
+    expect(inUrl.body).not.toContain(AGENT_TOKEN);
+    const plain = await fetch(`http://127.0.0.1:${portOf(o.endpoint())}/viewer/`);
+    expect(plain.status).toBe(426);
+    const metrics = await (await fetch(`${r.edge.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/awp_edge_rejections_total\{route="r0",reason="no_route"\} [1-9]/);
+  });
+
+  it('contains hostile input to its connection: a malformed frame closes that stream 1002, others keep streaming', async () => {
+    const r = await rig();
+    const bad = await r.observer({ kind: 'ws', subscribe: [{ channel: 'proprio' }] });
+    const good = await r.observer({ kind: 'ws', subscribe: [{ channel: 'proprio' }] });
+    const closed = new Promise<[number, string]>((resolve) =>
+      bad.stream!.once('close', (code, reason) => resolve([code, reason.toString()])),
+    );
+    bad.stream!.send('not a frame');
+    expect(await closed).toEqual([1002, 'AWP_MALFORMED']);
+    // Raw garbage that is not WebSocket at all, on a socket of its own: refused by the engine.
+    const raw = createConnection({ host: '127.0.0.1', port: portOf(good.endpoint()) });
+    raw.on('error', () => undefined);
+    raw.write('\x16\x03\x01\x02\x00GARBAGE\r\n\r\n');
+    await sleep(200);
+    raw.destroy();
+    const before = good.log('proprio').count;
+    await until(() => good.log('proprio').count > before + 30, 5000, 'the other observer to keep streaming');
+    // And the edge still opens new ones.
+    const later = await r.observer({ kind: 'ws', subscribe: [{ channel: 'proprio' }] });
+    await until(() => later.log('proprio').count > 10, 5000, 'a new observer to stream');
+  });
+
+  it('closing the edge closes the streams and frees the stream listener’s port', async () => {
+    const r = await startRig({ edge: { engine: 'uws', stream_listen: '127.0.0.1:0' } });
+    const o = await r.observer({ kind: 'ws', subscribe: [{ channel: 'proprio' }] });
+    const port = portOf(o.endpoint());
+    const streamClosed = new Promise<number>((resolve) => o.stream!.once('close', (code) => resolve(code)));
+    await r.close();
+    expect(await streamClosed).toBeGreaterThan(0);
+    const refused = await new Promise<boolean>((resolve) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/arm`, ['awp']);
+      ws.on('error', () => resolve(true));
+      ws.on('open', () => {
+        ws.close();
+        resolve(false);
+      });
+    });
+    expect(refused).toBe(true);
+  });
+});
