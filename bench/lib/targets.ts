@@ -237,7 +237,7 @@ export function checkTargets(results: Record<string, unknown>): TargetCheck[] {
   for (const e of over?.engines ?? []) {
     const found = e.loads.find((l) => l.factor === 5);
     if (found === undefined) continue;
-    const w = `overload 5x (${found.observers} observers), ${e.engine}`;
+    const w = `overload 5x (${found.observers} observers), ${e.engine}${over!.stream_listen && e.engine === 'uws' ? ' with the stream listener' : ''}`;
     if ('error' in found) {
       out.push(check(`${w}: not measured`, null, 'measured', () => false, found.error));
       continue;
