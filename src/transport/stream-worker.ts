@@ -5,9 +5,10 @@
  * thread's event loop, where control messages, relay traffic and heartbeats are answered.
  *
  * To the edge it is an engine like the others (engine.ts): connections, topics, drain and close. What
- * differs is time: an operation is carried out when the worker reads its batch (the same turn, as a
- * rule), and a connection's `bufferedAmount` is the worker's last reading plus what was posted to it
- * since and not yet carried out, so the edge's backpressure never undercounts.
+ * differs is time: an operation is carried out when the worker reads its batch, and a connection's
+ * `bufferedAmount` is the worker's last reading plus what was sent to it and is not yet carried out
+ * (beyond a burst, where its socket keeps up). Its `backlog` says when a batch is out or full, for the
+ * edge's sliced work to wait (slice-loop.ts).
  */
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
@@ -176,11 +177,11 @@ class StreamWorker {
 
   constructor(private readonly opts: EngineOptions) {}
 
-  /** Starts a worker listening on `port`; rejects with the engine's reason when it cannot. */
-  start(port: number): Promise<number> {
+  /** Starts the worker; rejects with the engine's reason when it cannot listen. */
+  start(): Promise<void> {
     const setup: WorkerSetup = {
       host: this.opts.host,
-      port,
+      port: this.opts.port,
       maxMessageBytes: this.opts.maxMessageBytes,
       pingIntervalMs: this.opts.pingIntervalMs,
       tls: this.opts.tls,
@@ -190,8 +191,6 @@ class StreamWorker {
     const worker = spawnThread(setup);
     this.worker = worker;
     this.closedFlag = setup.closedFlag;
-    this.seq = 1;
-    this.acked = 0;
     return new Promise((resolve, reject) => {
       let listening = false;
       worker.on('message', (msg: FromWorker) => {
@@ -199,7 +198,7 @@ class StreamWorker {
           case 'listening':
             listening = true;
             this.port = msg.port;
-            resolve(msg.port);
+            resolve();
             return;
           case 'failed':
             reject(Object.assign(new Error(msg.message), msg.details));
@@ -490,7 +489,7 @@ function spawnThread(setup: WorkerSetup): Worker {
  */
 export async function listenStreamWorker(opts: EngineOptions): Promise<AgentServer> {
   const w = new StreamWorker(opts);
-  await w.start(opts.port);
+  await w.start();
   process.on('exit', w.onExit);
   return {
     engine: 'uws',
