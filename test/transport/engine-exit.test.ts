@@ -1,27 +1,14 @@
 /** After close(), an engine holds nothing that keeps the process alive: it exits by itself. */
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ENGINES, withTimeout } from './engines.js';
+import { runToExit } from '../support/run-child.js';
+import { ENGINES } from './engines.js';
 
 const child = fileURLToPath(new URL('./fixtures/serve-and-close.ts', import.meta.url));
-const root = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Runs the fixture; resolves with its exit code and output. */
-async function run(engine: string, mode = ''): Promise<{ code: number | null; out: string }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', child, engine, mode], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  proc.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  proc.stderr.on('data', (c: Buffer) => (out += c.toString()));
-  const exit = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  try {
-    return { code: await withTimeout(exit, 15_000, 'the child to exit by itself'), out };
-  } finally {
-    proc.kill('SIGKILL');
-  }
+/** Runs the fixture for an engine; resolves with its exit code and output. */
+function run(engine: string, mode = ''): Promise<{ code: number | null; out: string }> {
+  return runToExit(child, [engine, mode], 15_000);
 }
 
 for (const engine of ENGINES) {

@@ -1,33 +1,20 @@
 /** After close(), the edge's WebTransport listener, sessions and relays hold nothing: the process exits by itself. */
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createServer } from 'node:net';
 import { startDemoWorld } from '../../src/demo/index.js';
-import { startWtEdge, until, withTimeout } from './support.js';
+import { runToExit } from '../support/run-child.js';
+import { startWtEdge, until } from './support.js';
 
 const child = fileURLToPath(new URL('./fixtures/sessions-and-close.ts', import.meta.url));
-const root = fileURLToPath(new URL('../../', import.meta.url));
 
 describe('webtransport shutdown', () => {
   it('closes live observer and relay sessions (1001) and lets the process exit', async () => {
-    const proc = spawn(process.execPath, ['--import', 'tsx', child], {
-      cwd: root,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    proc.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    proc.stderr.on('data', (c: Buffer) => (out += c.toString()));
-    const exit = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-    try {
-      const code = await withTimeout(exit, 20_000, 'the child to exit by itself');
-      expect(out).toContain('frames 2 2');
-      expect(out).toContain('sessions closed 1001 1001');
-      expect(out).toContain('\nclosed\n');
-      expect(code).toBe(0);
-    } finally {
-      proc.kill('SIGKILL');
-    }
+    const { code, out } = await runToExit(child, [], 20_000);
+    expect(out).toContain('frames 2 2');
+    expect(out).toContain('sessions closed 1001 1001');
+    expect(out).toContain('\nclosed\n');
+    expect(code).toBe(0);
   }, 30_000);
 
   it('fails to start when its port is taken, releasing what did start', async () => {
