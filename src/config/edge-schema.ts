@@ -326,6 +326,13 @@ const METRICS = {
   },
 } as const;
 
+/** Where agents reach a listener of the edge: scheme, host and port, nothing else (no path, no query). */
+const PUBLIC_URL = {
+  type: 'string',
+  pattern: '^[wW][sS][sS]?://[^/?#]+/?$',
+  'x-expected': 'expected ws(s)://HOST[:PORT] without a path',
+} as const;
+
 export const EDGE_SCHEMA = {
   $schema: 'http://json-schema.org/draft-07/schema#',
   title: 'awp-edge configuration (edge.yaml)',
@@ -338,11 +345,9 @@ export const EDGE_SCHEMA = {
     listen: { ...address('The agent-facing listener.'), default: '127.0.0.1:8720' },
     admin: { ...address('The admin listener: /healthz, /readyz, /metrics.'), default: '127.0.0.1:9464' },
     public_url: {
-      type: 'string',
-      pattern: '^[wW][sS][sS]?://[^/?#]+/?$',
+      ...PUBLIC_URL,
       description:
         'How agents reach the edge (ws(s)://HOST[:PORT]), for stream endpoint URLs; default: the request’s Host header. Production sets it.',
-      'x-expected': 'expected ws(s)://HOST[:PORT] without a path',
     },
     engine: {
       enum: ['auto', 'uws', 'ws'],
@@ -371,6 +376,11 @@ export const EDGE_SCHEMA = {
     stream_listen: address(
       'A listener for observers’ ws stream connections, served by a worker thread (uWebSockets.js), so fan-out writes never hold up control messages; absent: observers stream on the agent listener.',
     ),
+    stream_public_url: {
+      ...PUBLIC_URL,
+      description:
+        'How agents reach the stream listener (ws(s)://HOST[:PORT]), when a proxy maps it to another host or port; default: public_url’s host (or the request’s) and stream_listen’s port.',
+    },
     tls: TLS,
     budgets: BUDGETS,
     viewer: VIEWER,

@@ -125,6 +125,12 @@ function checkConfig(raw: unknown, p: Problems, env: Env): EdgeConfig {
   const streamListen = address('stream_listen');
   if (streamListen !== undefined && file.engine === 'ws')
     p.fail('stream_listen', 'needs the uWebSockets.js engine (engine: auto or uws), not ws');
+  const publicUrl = shape.clean('public_url') ? publicBase(p, 'public_url', file.public_url) : undefined;
+  const streamPublicUrl = shape.clean('stream_public_url')
+    ? publicBase(p, 'stream_public_url', file.stream_public_url)
+    : undefined;
+  if (streamPublicUrl !== undefined && file.stream_listen === undefined)
+    p.fail('stream_public_url', 'needs stream_listen (the listener it names)');
 
   const defaults = shape.clean('agents')
     ? agentCredentials(p, file.agents ?? {}, 'agents', env, true)
@@ -153,7 +159,8 @@ function checkConfig(raw: unknown, p: Problems, env: Env): EdgeConfig {
     listen,
     admin,
     stream_listen: streamListen,
-    public_url: file.public_url,
+    stream_public_url: streamPublicUrl,
+    public_url: publicUrl,
     engine: file.engine,
     log_level: file.log_level,
     routes,
@@ -195,4 +202,24 @@ function storeConfig(p: Problems, o: StoreFile, env: Env): StoreConfig | undefin
 
 function definedOnly(o: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+}
+
+/**
+ * A URL the edge hands every agent in its stream endpoints (the schema has settled its form): without a
+ * credential, which would go to every agent, and without the trailing slash.
+ */
+function publicBase(p: Problems, key: string, url: string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    p.fail(key, 'expected ws(s)://HOST[:PORT] without a path, with a valid host');
+    return undefined;
+  }
+  if (parsed.username !== '' || parsed.password !== '') {
+    p.fail(key, 'the URL carries a credential: it names where agents connect, and every agent is handed it');
+    return undefined;
+  }
+  return url.replace(/\/$/, '');
 }

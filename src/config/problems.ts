@@ -45,7 +45,10 @@ export function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return v.length === 0 ? 'an empty list' : 'a list';
   if (typeof v === 'object') return 'a mapping';
-  return `${typeof v} ${JSON.stringify(v)}`;
+  // A URL's user information is a credential (a URL that fails its shape may still carry one).
+  const shown =
+    typeof v === 'string' ? v.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1<credential>@') : v;
+  return `${typeof v} ${JSON.stringify(shown)}`;
 }
 
 /** The `got ...` part for a credential: its type, never its value. */

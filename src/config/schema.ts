@@ -76,6 +76,8 @@ export interface EdgeConfig {
   readonly stream_listen?: ListenAddress | undefined;
   /** Base URL agents reach the edge at (for stream endpoints); default: from the request's Host header. */
   readonly public_url?: string | undefined;
+  /** Base URL agents reach the stream listener at; default: public_url's (or the Host's) host, its port. */
+  readonly stream_public_url?: string | undefined;
   readonly engine: EdgeFile['engine'];
   readonly log_level: EdgeFile['log_level'];
   readonly routes: readonly RouteConfig[];

@@ -198,12 +198,24 @@ export class Edge {
         ? undefined
         : await open(
             () =>
-              openStreamListener(agentListener, config.stream_listen!, routes, slices, {
-                upgrade: (req) => ref.edge!.upgrade(req, 'stream'),
-                handshakeClosed: (reason) => metrics.handshakesClosed.labels('stream', reason).inc(),
-              }),
+              openStreamListener(
+                agentListener,
+                config.stream_listen!,
+                config.stream_public_url,
+                routes,
+                slices,
+                {
+                  upgrade: (req) => ref.edge!.upgrade(req, 'stream'),
+                  handshakeClosed: (reason) => metrics.handshakesClosed.labels('stream', reason).inc(),
+                },
+              ),
             (s) => s.close(),
           );
+    const thread = streamServer?.thread;
+    if (thread !== undefined) {
+      metrics.watchThread('stream_worker', () => thread.busyMs());
+      thread.onBatch((seconds) => metrics.streamWorkerBatch.observe(seconds));
+    }
     for (const address of [config.listen, config.stream_listen])
       if (address !== undefined && config.tls === undefined && !isLoopback(address.host)) {
         log.warn(
@@ -288,6 +300,11 @@ export class Edge {
     return this.server.port;
   }
 
+  /** The stream listener's port (`stream_listen`), when there is one. */
+  get streamPort(): number | undefined {
+    return this.streamServer?.port;
+  }
+
   /**
    * The last resort behind the boundaries (for the running process, not for tests that host edges):
    * an exception that escaped every connection's boundary, e.g. in a promise callback, is reported
@@ -339,7 +356,7 @@ export class Edge {
     return {
       routes: this.routes,
       draining: this.draining,
-      publicUrl: this.config.public_url?.replace(/\/$/, ''),
+      publicUrl: this.config.public_url,
       scheme: this.config.tls !== undefined ? 'wss' : 'ws',
       fallbackAuthority: `${this.config.listen.host}:${this.server.port}`,
       budgets: this.ctx.budgets,

@@ -124,24 +124,26 @@ export class RouteRuntime {
 
   /**
    * The edge's stream endpoints for an observer: the edge relays no world endpoint, it serves them, on
-   * the stream listener when there is one (at the host agents reached the edge by, its port).
+   * the stream listener when there is one (at `stream_public_url`, or the host agents reached the edge by
+   * and its port).
    */
   observerEndpoints(publicBase: string): StreamEndpoint[] {
-    const url = new URL(publicBase);
-    const ws =
-      this.streamPort === undefined ? publicBase : `${url.protocol}//${url.hostname}:${this.streamPort}`;
     return [
       ...this.webtransportEndpoints(publicBase, [{ binding: 'ws' }]),
-      { binding: 'ws', url: `${ws}${this.streamPath}` },
+      { binding: 'ws', url: `${this.streamListener?.(publicBase) ?? publicBase}${this.streamPath}` },
       { binding: 'inline' },
     ];
   }
 
-  /** The port of the observers' stream listener (`stream_listen`), once it listens. */
-  private streamPort: number | undefined;
+  /** The base URL of the observers' stream listener (`stream_listen`) for a public base, once it listens. */
+  private streamListener: ((publicBase: string) => string) | undefined;
 
-  enableStreamListener(port: number): void {
-    this.streamPort = port;
+  enableStreamListener(port: number, publicUrl: string | undefined): void {
+    this.streamListener = (publicBase) => {
+      if (publicUrl !== undefined) return publicUrl;
+      const url = new URL(publicBase);
+      return `${url.protocol}//${url.hostname}:${port}`;
+    };
   }
 
   // ---- webtransport (src/edge/webtransport-endpoint.ts) ----

@@ -2,8 +2,9 @@
  * The stream listener (`stream_listen`, issue 15): observers' stream connections on a listener of their
  * own, served by uWebSockets.js on a worker thread (transport/stream-worker.ts), so the engine's fan-out
  * writes leave the main thread's event loop to control messages, relay traffic and heartbeats. Upgrades are
- * decided as on the agent listener; the observers' `ws` endpoints name this listener; the edge's sliced
- * work follows the worker's backlog (slice-loop.ts).
+ * decided as on the agent listener; the observers' `ws` endpoints name this listener (`stream_public_url`,
+ * or the agent listener's public host with this port); the edge's sliced work follows the worker's backlog
+ * (slice-loop.ts).
  */
 import type { ListenAddress } from '../config/schema.js';
 import type { AgentServer, EngineOptions, UpgradeOutcome, UpgradeRequest } from '../transport/engine.js';
@@ -16,6 +17,7 @@ import type { Refusal, UpgradeDecision } from './upgrade-decision.js';
 export async function openStreamListener(
   agentListener: EngineOptions,
   address: ListenAddress,
+  publicUrl: string | undefined,
   routes: readonly RouteRuntime[],
   slices: SliceLoop,
   hooks: {
@@ -31,7 +33,7 @@ export async function openStreamListener(
     onHandshakeClosed: hooks.handshakeClosed,
     plain: undefined, // the viewer is the agent listener's
   });
-  for (const r of routes) r.enableStreamListener(server.port);
+  for (const r of routes) r.enableStreamListener(server.port, publicUrl);
   if (server.backlog !== undefined) slices.follow(server.backlog);
   return server;
 }

@@ -2,6 +2,7 @@
  * Prometheus metrics of the edge. Labels are bounded: route, channel name, direction, binding,
  * outcome, method, reason, kind, state — never a session id or a token.
  */
+import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** From 10 us to 10 s: fine enough for sub-millisecond forwarding, wide enough for stalls. */
@@ -195,6 +196,42 @@ export class EdgeMetrics {
     name: 'awp_edge_messages_dropped_total',
     help: 'Control messages not relayed (invalid, too deep, responses to ids never sent, redeliveries), by sender.',
     labelNames: ['route', 'from', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  /** Each thread's event loop's busy time so far (ms), read at scrape time: `main`, and any engine thread. */
+  private readonly threads = new Map<string, { busyMs: () => number; counted: number }>([
+    ['main', { busyMs: () => performance.eventLoopUtilization().active, counted: 0 }],
+  ]);
+
+  /**
+   * Busy time per thread: its rate is the share of the time the thread's event loop was busy (1 is
+   * saturated). With a stream listener, fan-out writes run on `stream_worker` and control on `main`.
+   */
+  readonly eventLoopBusy: Counter<'thread'> = new Counter({
+    name: 'awp_edge_event_loop_busy_seconds_total',
+    help: "Time each of the edge's threads spent running its event loop's work (its event-loop utilisation: the rate is the busy share), by thread: main (control, relay, fan-out decisions) and stream_worker (the stream listener's socket writes).",
+    labelNames: ['thread'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      for (const [name, t] of this.threads) {
+        const busy = t.busyMs();
+        if (busy > t.counted) this.eventLoopBusy.labels(name).inc((busy - t.counted) / 1000);
+        t.counted = Math.max(t.counted, busy);
+      }
+    },
+  });
+
+  /** An engine thread whose busy time is counted (`awp_edge_event_loop_busy_seconds_total{thread}`). */
+  watchThread(name: string, busyMs: () => number): void {
+    this.threads.set(name, { busyMs, counted: 0 });
+    this.eventLoopBusy.labels(name).inc(0);
+  }
+
+  readonly streamWorkerBatch = new Histogram({
+    name: 'awp_edge_stream_worker_batch_seconds',
+    help: "Time from the main thread handing a batch of stream writes to the stream listener's worker until it learns the batch was carried out (stream_listen): the wait a fan-out frame adds there, and how far the worker is behind.",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [this.registry],
   });
 

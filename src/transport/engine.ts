@@ -120,6 +120,8 @@ export interface AgentServer {
   readonly port: number;
   /** Where the engine carries out writes on another thread, which can fall behind (stream-worker.ts). */
   readonly backlog?: EngineBacklog;
+  /** Where the engine runs on a thread of its own. */
+  readonly thread?: EngineThread;
   close(): Promise<void>;
 }
 
@@ -131,6 +133,14 @@ export interface EngineBacklog {
   full(): boolean;
   /** Calls `fn` each time the engine has caught up. */
   onCaughtUp(fn: () => void): void;
+}
+
+/** An engine that runs on a thread of its own, as operators see it (metrics). */
+export interface EngineThread {
+  /** Calls `fn` with each batch's time from being handed over to being carried out (seconds). */
+  onBatch(fn: (seconds: number) => void): void;
+  /** The thread's event loop's busy time so far (ms: its event-loop utilisation's `active`). */
+  busyMs(): number;
 }
 
 /** Parses a Sec-WebSocket-Protocol header into the offered list. */

@@ -35,6 +35,8 @@ const upgrades = new Map<number, (outcome: UpgradeOutcome) => void>();
 let nextReq = 1;
 let nextId = 1;
 let acked = 0;
+/** Time spent carrying out batches since the last report (us): the main thread scales its estimates by it. */
+let spentUs = 0;
 let events: WorkerEvent[] = [];
 const touched = new Set<number>();
 let flushing = false;
@@ -66,8 +68,9 @@ function flush(): void {
     readings.push(id, now);
   }
   touched.clear();
-  const msg: FromWorker = { t: 'events', acked, events, buffered: Float64Array.from(readings) };
+  const msg: FromWorker = { t: 'events', acked, spentUs, events, buffered: Float64Array.from(readings) };
   events = [];
+  spentUs = 0;
   port.postMessage(msg, [msg.buffered.buffer as ArrayBuffer]);
 }
 
@@ -186,6 +189,7 @@ function opened(req: number, conn: ServerConnection): ConnectionHandlers {
 
 /** Carries out one batch in order; an operation on a connection that has closed is dropped, as in-process. */
 function carryOut(b: Extract<ToWorker, { t: 'batch' }>): void {
+  const started = performance.now();
   const { ops, payloads, strings } = b;
   for (let i = 0; i < ops.length; i += OP_INTS) {
     const id = ops[i + 1]!;
@@ -232,6 +236,7 @@ function carryOut(b: Extract<ToWorker, { t: 'batch' }>): void {
     }
   }
   acked = b.seq;
+  spentUs += (performance.now() - started) * 1000;
   scheduleFlush();
 }
 

@@ -94,6 +94,8 @@ export type FromWorker =
       readonly t: 'events';
       /** The last batch the worker has carried out. */
       readonly acked: number;
+      /** The time it spent carrying out batches since its last report (us). */
+      readonly spentUs: number;
       readonly events: readonly WorkerEvent[];
       /** Pairs [connection id, bytes the engine holds for it], for the connections whose reading changed. */
       readonly buffered: Float64Array;

@@ -7,20 +7,18 @@
  * To the edge it is an engine like the others (engine.ts): connections, topics, drain and close. What
  * differs is time: an operation is carried out when the worker reads its batch, and a connection's
  * `bufferedAmount` is the worker's last reading plus what was sent to it and is not yet carried out
- * (beyond a burst, where its socket keeps up). Its `backlog` says when a batch is out or full, for the
- * edge's sliced work to wait (slice-loop.ts).
+ * (beyond a burst, where its socket keeps up; stream-worker-connection.ts). Its `backlog` says when a
+ * batch is out or full (by its estimated cost to the worker, stream-worker-cost.ts), for the edge's sliced
+ * work to wait (slice-loop.ts); its `thread` tells operators how busy the worker is (metrics).
  */
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import {
-  closeReason,
   type AgentServer,
-  type ConnectionHandlers,
-  type ConnectionTopics,
   type EngineBacklog,
   type EngineOptions,
-  type ServerConnection,
+  type EngineThread,
   type UpgradeOutcome,
   type UpgradeRequest,
 } from './engine.js';
@@ -32,111 +30,17 @@ import {
   type WorkerEvent,
   type WorkerSetup,
 } from './stream-worker-wire.js';
-import { SLICE_BUDGET_MS } from './slice-loop.js';
+import { RemoteConnection, type WorkerSide } from './stream-worker-connection.js';
+import { BatchCost } from './stream-worker-cost.js';
 
 /** How long a close waits for the worker to close its sockets before stopping it. */
 const CLOSE_WAIT_MS = 5000;
 /** How long an exiting process waits for the worker to close its sockets. */
 const EXIT_WAIT_MS = 2000;
 
-/** Bytes sent to a connection that keeps up which may be in flight to the worker before they count. */
-const IN_FLIGHT_CREDIT = 256 * 1024;
-
-/**
- * What the worker's writes cost, roughly (us): per message written to a socket, and per KiB of it. A turn
- * hands the worker at most SLICE_BUDGET_MS of them (`EngineBacklog.full`), so the worker carries out each
- * batch in a few milliseconds and a frame waits for it about that long. Without this bound a turn handed
- * over as much as was cheap to hand over: at 5x overload proprio frames were 41-70 ms old at p99 (the goal
- * is 30); with it, 18-19 ms (bench/RESULTS.md, "Stream connections on a worker thread").
- */
-const WRITE_US = 3;
-const KIB_US = 1;
-const BATCH_BUDGET_US = SLICE_BUDGET_MS * 1000;
-
 type Accepted = Extract<UpgradeOutcome, { accept: true }>;
 
-/** Bytes posted and not yet carried out, as of the batch they were last posted in. */
-class Pending {
-  bytes = 0;
-  seq = 0;
-
-  add(bytes: number, seq: number, acked: number): void {
-    if (this.seq <= acked) this.bytes = 0;
-    this.bytes += bytes;
-    this.seq = seq;
-  }
-
-  /** What is still in flight once the worker has carried out batch `acked`. */
-  after(acked: number): number {
-    return this.seq > acked ? this.bytes : 0;
-  }
-}
-
-class RemoteConnection implements ServerConnection {
-  handlers: ConnectionHandlers | undefined;
-  /** What the engine held for it at the worker's last reading. */
-  reported = 0;
-  readonly pending = new Pending();
-  /** Its topics (for the worker's cost of a publish, counted by members). */
-  readonly joined = new Set<string>();
-  /** Closed by the edge (operations after it are dropped) or by the worker (gone). */
-  closing = false;
-  gone = false;
-  readonly topics: ConnectionTopics;
-
-  constructor(
-    private readonly w: StreamWorker,
-    readonly id: number,
-    readonly remoteAddress: string,
-  ) {
-    this.topics = {
-      subscribe: (topic) => {
-        if (this.closing || this.gone) return false;
-        w.op(Op.Subscribe, id, w.str(topic), 0);
-        w.joined(this, topic, 1);
-        return true;
-      },
-      unsubscribe: (topic) => {
-        if (this.gone) return;
-        w.op(Op.Unsubscribe, id, w.str(topic), 0);
-        w.joined(this, topic, -1);
-      },
-      publish: (topic, data) => w.publish(this, topic, data),
-    };
-  }
-
-  send(data: string | Uint8Array, binary: boolean): void {
-    if (!this.closing && !this.gone) this.w.send(this, data, binary);
-  }
-
-  get bufferedAmount(): number {
-    if (this.closing || this.gone) return 0;
-    // What was sent to it and is not yet carried out: where the worker's last reading says the socket
-    // keeps up, the engine will most likely write it at once (as the kernel's buffer takes a burst
-    // in-process), so only what exceeds IN_FLIGHT_CREDIT counts; where it is behind, all of it queues.
-    // What was published to its topics is not counted: the worker reads every member after a publish.
-    const inFlight = this.pending.after(this.w.acked);
-    if (inFlight === 0) return this.reported;
-    // The reading is told again (drain) once the worker has carried this out: the engine itself fires
-    // drain only for bytes it could not write.
-    this.w.waiting.add(this);
-    return this.reported > 0 ? this.reported + inFlight : Math.max(0, inFlight - IN_FLIGHT_CREDIT);
-  }
-
-  close(code: number, reason: string): void {
-    if (this.closing || this.gone) return;
-    this.closing = true;
-    this.w.op(Op.Close, this.id, code, this.w.str(closeReason(reason)));
-  }
-
-  terminate(): void {
-    if (this.gone) return;
-    this.closing = true;
-    this.w.op(Op.Terminate, this.id, 0, 0);
-  }
-}
-
-class StreamWorker {
+class StreamWorker implements WorkerSide {
   acked = 0;
   readonly waiting = new Set<RemoteConnection>();
   private worker: Worker | undefined;
@@ -147,8 +51,8 @@ class StreamWorker {
   private strings: string[] = [];
   private stringIndex = new Map<string, number>();
   private scheduled = false;
-  /** The estimated worker time of the batch being built (us). */
-  private batchCostUs = 0;
+  readonly cost = new BatchCost();
+  private readonly batchListeners: ((seconds: number) => void)[] = [];
   /** Members of each topic (subscribed here, whatever the worker has carried out yet). */
   private readonly members = new Map<string, number>();
   private readonly conns = new Map<number, RemoteConnection>();
@@ -160,8 +64,12 @@ class StreamWorker {
   /** See EngineBacklog: a batch posted is not yet carried out. */
   readonly backlog: EngineBacklog = {
     behind: () => this.acked < this.seq - 1,
-    full: () => this.batchCostUs >= BATCH_BUDGET_US,
+    full: () => this.cost.full(),
     onCaughtUp: (fn) => this.caughtUp.push(fn),
+  };
+  readonly thread: EngineThread = {
+    onBatch: (fn) => this.batchListeners.push(fn),
+    busyMs: () => this.worker?.performance.eventLoopUtilization().active ?? 0,
   };
   /**
    * A process that exits with the worker's sockets open aborts (Node checks a worker's event loop has no
@@ -280,17 +188,17 @@ class StreamWorker {
       const bytes = Buffer.byteLength(text);
       this.op(Op.SendText, c.id, this.str(text), 0);
       c.pending.add(bytes, this.seq, this.acked);
-      this.batchCostUs += writeCost(bytes);
+      this.cost.write(bytes);
       return;
     }
     this.op(Op.SendBinary, c.id, this.payload(data), 0);
     c.pending.add(data.byteLength, this.seq, this.acked);
-    this.batchCostUs += writeCost(data.byteLength);
+    this.cost.write(data.byteLength);
   }
 
   publish(c: RemoteConnection, topic: string, data: Uint8Array): void {
     this.op(Op.Publish, c.id, this.str(topic), this.payload(data));
-    this.batchCostUs += (this.members.get(topic) ?? 0) * writeCost(data.byteLength);
+    this.cost.write(data.byteLength, this.members.get(topic) ?? 0);
   }
 
   /** Counts the topic's members (a connection's subscribe and unsubscribe arrive in pairs, once each). */
@@ -305,7 +213,12 @@ class StreamWorker {
 
   private flush(): void {
     this.scheduled = false;
-    if (this.ops.length === 0 || this.worker === undefined) return;
+    if (this.ops.length === 0) return;
+    if (this.worker === undefined) {
+      this.dropBatch(); // the worker ended: nothing would carry it out
+      return;
+    }
+    this.cost.handedOver(this.seq, performance.now());
     const msg: ToWorker = {
       t: 'batch',
       seq: this.seq++,
@@ -317,18 +230,26 @@ class StreamWorker {
       msg.ops.buffer as ArrayBuffer,
       ...this.payloads.map((p) => p.buffer as ArrayBuffer),
     ]);
+    this.dropBatch();
+  }
+
+  /** Starts the next batch afresh (after handing this one over, or when no worker is left to take it). */
+  private dropBatch(): void {
     this.ops = [];
     this.payloads = [];
     this.payloadIndex = new Map();
     this.strings = [];
     this.stringIndex = new Map();
-    this.batchCostUs = 0;
+    this.cost.discard();
   }
 
   // ---- what the worker reports ----
 
   private received(msg: Extract<FromWorker, { t: 'events' }>): void {
     const wasBehind = this.backlog.behind();
+    if (msg.acked > this.acked)
+      for (const ms of this.cost.carriedOut(msg.acked, msg.spentUs, performance.now()))
+        for (const fn of this.batchListeners) fn(ms / 1000);
     this.acked = msg.acked;
     const b = msg.buffered;
     for (let i = 0; i < b.length; i += 2) {
@@ -455,16 +376,9 @@ class StreamWorker {
     const conns = [...this.conns.values()];
     this.conns.clear();
     for (const c of conns) this.gone(c, 1006, '');
-    this.ops = [];
-    this.payloads = [];
-    this.payloadIndex = new Map();
-    this.strings = [];
-    this.stringIndex = new Map();
+    this.dropBatch();
+    this.cost.clear();
   }
-}
-
-function writeCost(bytes: number): number {
-  return WRITE_US + (bytes / 1024) * KIB_US;
 }
 
 /**
@@ -497,6 +411,7 @@ export async function listenStreamWorker(opts: EngineOptions): Promise<AgentServ
       return w.port;
     },
     backlog: w.backlog,
+    thread: w.thread,
     close: () => w.close(),
   };
 }

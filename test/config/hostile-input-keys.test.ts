@@ -102,8 +102,10 @@ describe('routes[].allowed_origins', () => {
       'null',
     ];
     for (const entry of bad) {
+      // A URL's user information is shown as <credential>, never as given.
+      const shown = entry.replace('user@', '<credential>@');
       expect(refused([entry]), entry).toEqual([
-        `test: routes[0].allowed_origins[0]: expected "*" or an origin http(s)://HOST[:PORT] without a path, got string ${JSON.stringify(entry)}`,
+        `test: routes[0].allowed_origins[0]: expected "*" or an origin http(s)://HOST[:PORT] without a path, got string ${JSON.stringify(shown)}`,
       ]);
     }
     expect(refused(['https://ok.example', 7])).toEqual([

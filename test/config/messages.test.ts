@@ -37,8 +37,8 @@ describe('shape messages', () => {
 
   it('unknown keys list what is known, before the other problems of their mapping', () => {
     const top = Object.keys(EDGE_SCHEMA.properties);
-    expect(top.slice(0, 14)).toEqual(
-      'listen, admin, public_url, engine, log_level, agents, routes, timing, transport, store, drain, webtransport, stream_listen, tls'.split(
+    expect(top.slice(0, 15)).toEqual(
+      'listen, admin, public_url, engine, log_level, agents, routes, timing, transport, store, drain, webtransport, stream_listen, stream_public_url, tls'.split(
         ', ',
       ),
     );
@@ -231,6 +231,8 @@ describe('semantic messages', () => {
       ...problems({ agents: A, routes: [{ upstream: 'ws://w/', upstream_token: 12345 }] }),
       ...problems({ agents: A, routes: R, store: { kind: 'redis', url: `http://${secret}` } }),
       ...problems({ agents: A, routes: R, store: { kind: 'memory', url: secret } }),
+      ...problems({ agents: A, routes: R, public_url: 'wss://me:very-secret@edge/path' }),
+      ...problems({ agents: A, routes: [{ upstream: 'http://me:very-secret@w/' }] }),
     ];
     expect(all).toEqual([
       'agents.tokens: a token has characters outside RFC 6455 token characters (it could not travel as awp.bearer.<token>)',
@@ -238,6 +240,8 @@ describe('semantic messages', () => {
       'routes[0].upstream_token: expected a non-empty string, got a number',
       'store.url: expected a redis:// or rediss:// URL',
       'store.url: only for kind: redis',
+      'public_url: expected ws(s)://HOST[:PORT] without a path, got string "wss://<credential>@edge/path"',
+      'routes[0].upstream: expected a ws:// or wss:// URL, got string "http://<credential>@w/"',
     ]);
     for (const p of all) expect(p).not.toMatch(/secret|12345/);
   });

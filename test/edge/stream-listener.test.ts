@@ -6,7 +6,7 @@
  * connections and nothing else; hostile input on it is contained to its connection; closing the edge frees
  * its port. Runs where uWebSockets.js loads; the configuration check runs everywhere.
  */
-import { createConnection } from 'node:net';
+import { createConnection, createServer, type AddressInfo, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { validateConfig } from '../../src/config/load.js';
@@ -34,6 +34,35 @@ describe('stream_listen configuration', () => {
     expect(() => validateConfig({ ...raw, stream_listen: 'nowhere' }, 'edge.yaml', {})).toThrow(
       /stream_listen/,
     );
+  });
+
+  it('stream_public_url names the stream listener as agents reach it: it needs stream_listen, carries no credential and no path', () => {
+    const raw = {
+      engine: 'uws',
+      stream_listen: '127.0.0.1:8722',
+      agents: { tokens: [AGENT_TOKEN] },
+      routes: [{ name: 'arm', path: '/arm', upstream: 'ws://127.0.0.1:9/' }],
+    };
+    const ok = validateConfig({ ...raw, stream_public_url: 'wss://streams.example.com/' }, 'edge.yaml', {});
+    expect(ok.stream_public_url).toBe('wss://streams.example.com');
+    const { stream_listen: _, ...noListener } = raw;
+    expect(() =>
+      validateConfig({ ...noListener, stream_public_url: 'wss://streams.example.com' }, 'edge.yaml', {}),
+    ).toThrow(/stream_public_url: needs stream_listen/);
+    for (const key of ['stream_public_url', 'public_url']) {
+      const withCredential = { ...raw, [key]: 'wss://user:s3cret-pass@edge.example.com' };
+      let message = '';
+      try {
+        validateConfig(withCredential, 'edge.yaml', {});
+      } catch (err) {
+        message = String(err);
+      }
+      expect(message, key).toMatch(new RegExp(`${key}: the URL carries a credential`));
+      expect(message, key).not.toContain('s3cret-pass'); // not echoed into logs
+      expect(() => validateConfig({ ...raw, [key]: 'wss://edge.example.com/path' }, 'edge.yaml', {})).toThrow(
+        new RegExp(`${key}: expected ws\\(s\\)://HOST\\[:PORT\\] without a path`),
+      );
+    }
   });
 });
 
@@ -124,6 +153,29 @@ describe.skipIf(!uwsAvailability().ok)('observers stream on the stream listener 
     await until(() => later.log('proprio').count > 10, 5000, 'a new observer to stream');
   });
 
+  it('with stream_public_url, observers reach the stream listener the way it names: through a proxy on another port', async () => {
+    // The proxy (a TCP forwarder, as a load balancer in front of the stream port) listens first: its port
+    // is the public one; the stream listener's own port is known once the edge listens.
+    let target = 0;
+    const proxy = await tcpForwarder(() => target);
+    cleanups.push(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+    const publicPort = (proxy.address() as AddressInfo).port;
+    const r = await startRig({
+      edge: {
+        engine: 'uws',
+        stream_listen: '127.0.0.1:0',
+        stream_public_url: `ws://127.0.0.1:${publicPort}`,
+      },
+    });
+    cleanups.push(() => r.close());
+    target = r.edge.edge.streamPort!;
+    const o = await r.observer({ kind: 'ws', subscribe: [{ channel: 'proprio' }] });
+    expect(new URL(o.endpoint()).host).toBe(`127.0.0.1:${publicPort}`);
+    expect(new URL(o.endpoint()).pathname).toMatch(/^\/arm/);
+    await until(() => o.log('proprio').count > 30, 10_000, 'frames through the proxy');
+    expect(o.log('proprio').orderViolations).toEqual([]);
+  });
+
   it('closing the edge closes the streams and frees the stream listener’s port', async () => {
     const r = await startRig({ edge: { engine: 'uws', stream_listen: '127.0.0.1:0' } });
     const o = await r.observer({ kind: 'ws', subscribe: [{ channel: 'proprio' }] });
@@ -142,3 +194,21 @@ describe.skipIf(!uwsAvailability().ok)('observers stream on the stream listener 
     expect(refused).toBe(true);
   });
 });
+
+/** A TCP forwarder on a loopback port to `port()` on loopback (a load balancer's stand-in: bytes only). */
+function tcpForwarder(port: () => number): Promise<Server> {
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: '127.0.0.1', port: port() });
+    client.pipe(upstream).pipe(client);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}

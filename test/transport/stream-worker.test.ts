@@ -22,20 +22,31 @@ afterEach(async () => {
 });
 
 describe.skipIf(worker.unavailable !== undefined)('stream worker engine', () => {
-  it('a batch in flight is a backlog until the worker has carried it out, then it says so', async () => {
+  it('a batch in flight is a backlog until the worker has carried it out, then it says so, and how long it took', async () => {
     recorder = await startRecorder(worker);
     const backlog = recorder.server.backlog!;
+    const thread = recorder.server.thread!;
     await openClient(recorder.url);
     const side = await recorder.nextSide();
     await sleep(50);
     expect(backlog.behind()).toBe(false);
     let caughtUp = 0;
     backlog.onCaughtUp(() => caughtUp++);
+    const batches: number[] = [];
+    thread.onBatch((s) => batches.push(s));
+    const busyBefore = thread.busyMs();
+    const sentAt = performance.now();
     side.conn.send(Buffer.alloc(KIB), true);
     await Promise.resolve(); // the batch leaves at the end of this task
     expect(backlog.behind()).toBe(true);
     await waitFor(() => caughtUp === 1, 5000, 'the worker to catch up');
+    const waited = (performance.now() - sentAt) / 1000;
     expect(backlog.behind()).toBe(false);
+    // The batch is reported once, with its time from hand-over: within what this test waited.
+    expect(batches).toHaveLength(1);
+    expect(batches[0]).toBeGreaterThan(0);
+    expect(batches[0]).toBeLessThanOrEqual(waited);
+    expect(thread.busyMs()).toBeGreaterThan(busyBefore);
   });
 
   it('counts in-flight bytes beyond a 256 KiB burst for a socket that keeps up, all of them for one behind', async () => {
