@@ -47,20 +47,36 @@ const round = (x: number) => Math.round(x * 100) / 100;
  * writes at exit holds only what is still live, not what keeps the scavenger busy.
  */
 const allocDir = process.env.AWP_BENCH_ALLOC_PROFILE_DIR;
-const inspector = allocDir === undefined ? undefined : new Session();
+/**
+ * AWP_BENCH_CPU_PROFILE_DIR: a CPU profile of the edge's main thread over the window only (setup, such as
+ * thousands of upgrades and subscriptions, left out), written there as a .cpuprofile.
+ */
+const cpuDir = process.env.AWP_BENCH_CPU_PROFILE_DIR;
+const inspector = allocDir === undefined && cpuDir === undefined ? undefined : new Session();
 inspector?.connect();
-async function allocProfile(start: boolean): Promise<void> {
+async function windowProfiles(start: boolean): Promise<void> {
   if (inspector === undefined) return;
   if (start) {
-    await inspector.post('HeapProfiler.startSampling', {
-      samplingInterval: 32_768,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
-    });
+    if (allocDir !== undefined)
+      await inspector.post('HeapProfiler.startSampling', {
+        samplingInterval: 32_768,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      });
+    if (cpuDir !== undefined) {
+      await inspector.post('Profiler.enable');
+      await inspector.post('Profiler.start');
+    }
     return;
   }
-  const { profile } = await inspector.post('HeapProfiler.stopSampling');
-  writeFileSync(`${allocDir}/edge-${process.pid}.heapprofile`, JSON.stringify(profile));
+  if (allocDir !== undefined) {
+    const { profile } = await inspector.post('HeapProfiler.stopSampling');
+    writeFileSync(`${allocDir}/edge-${process.pid}.heapprofile`, JSON.stringify(profile));
+  }
+  if (cpuDir !== undefined) {
+    const { profile } = await inspector.post('Profiler.stop');
+    writeFileSync(`${cpuDir}/edge-${process.pid}.cpuprofile`, JSON.stringify(profile));
+  }
 }
 
 serve(
@@ -69,14 +85,14 @@ serve(
     /** A V8 heap snapshot written to `path` (for memory analysis by hand). */
     'heap-snapshot': (m) => ({ file: writeHeapSnapshot(m.path as string) }),
     'loop-reset': async () => {
-      await allocProfile(true);
+      await windowProfiles(true);
       delay.reset();
       elu = performance.eventLoopUtilization();
       gc = new Map();
       return {};
     },
     loop: async () => {
-      await allocProfile(false);
+      await windowProfiles(false);
       return loopReport();
     },
     close: async () => {
