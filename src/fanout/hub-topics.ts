@@ -10,8 +10,8 @@
  * - It leaves (`Subscriber.leaveTopic`/`leaveTopics`) on a new grant, unsubscribe, stream lost or replaced,
  *   resumed or released session, a new frame tap, and when the engine holds high water for it: the engine's
  *   per-connection limit is off (maxBackpressure 0), so a shard's members are looked at every
- *   `TOPIC_SCAN_MS` as frames arrive, their buffers read once what the shard published since the last
- *   read could have taken the fullest of them to high water (`TopicShard.scan`), and a slow member leaves
+ *   `TOPIC_SCAN_MS` as frames arrive, each one's buffer read once what the shard published since its last
+ *   read could have taken it to high water (`TopicShard.scan`), and a slow member leaves
  *   with at most what was published meanwhile beyond high water. Once left, its frames wait in its
  *   outbox's latest-wins slots again.
  * - One topic per channel and gate rate, with one rate gate: a world sending faster than it declared gets
@@ -80,6 +80,8 @@ class Member implements Membership, SharedReader {
   cursor: number;
   /** The next entry of the shard's log of publishes this member's recording reads. */
   sharedCursor: number;
+  /** What the shard may have published before this member's buffer could hold high water (see `scan`). */
+  checkAt = 0;
 
   constructor(
     readonly shard: TopicShard,
@@ -154,9 +156,8 @@ export class TopicShard {
   /** Publishes since `sharedBase`, while members are recorded: flat pairs (the frame's number, ms). */
   shared: number[] = [];
   sharedBase = 0;
-  /** Bytes published to the shard so far, and how far that may go before a member could reach high water. */
+  /** Bytes published to the shard so far, and when every member's buffer was last read. */
   private publishedBytes = 0;
-  private checkAt = 0;
   private readAt = -Infinity;
 
   constructor(
@@ -193,29 +194,31 @@ export class TopicShard {
 
   /**
    * Members that are stale (their session no longer holds them) or whose engine buffer holds high water
-   * leave. The buffers are read (a call into the engine per member) only once what the shard published
-   * since the last read could have taken its fullest member to high water, or BUFFERS_READ_MS after it:
+   * leave. A member's buffer is read (a call into the engine) only once what the shard published since
+   * its last read could have taken it to high water, or BUFFERS_READ_MS after the last read of all:
    * members that keep up hold little, and at a thousand of them the reads every TOPIC_SCAN_MS were a tenth
-   * of an overloaded edge's longest turns. Returns the lowest latency-sample cursor of its members.
+   * of an overloaded edge's longest turns. Each member has its own room: one near high water is read at
+   * every scan, the others are not (reading all of a shard whenever its fullest member was near high water
+   * took 304 ms of 6 s at 1,819 observers at 5x overload; bench/RESULTS.md). Returns the lowest
+   * latency-sample cursor of its members.
    */
   scan(highWaterBytes: number, now: number): number {
-    const read = this.publishedBytes >= this.checkAt || now - this.readAt >= BUFFERS_READ_MS;
+    const all = now - this.readAt >= BUFFERS_READ_MS;
+    if (all) this.readAt = now;
     let low = this.topic.end;
-    let fullest = 0;
     // A Set's iteration goes on past a member deleted from it.
     for (const m of this.members) {
-      const buffered = read ? m.port.bufferedAmount : 0;
+      let buffered = 0;
+      if (all || this.publishedBytes >= m.checkAt) {
+        buffered = m.port.bufferedAmount;
+        m.checkAt = this.publishedBytes + (highWaterBytes - buffered);
+      }
       if (m.current() && buffered < highWaterBytes) {
         low = Math.min(low, m.cursor);
-        fullest = Math.max(fullest, buffered);
         continue;
       }
       m.sub.leaveTopic(this.topic.channel_id);
       this.remove(m); // if its session no longer holds it
-    }
-    if (read) {
-      this.readAt = now;
-      this.checkAt = this.publishedBytes + (highWaterBytes - fullest);
     }
     this.trimShared();
     return low;

@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics of the edge. Labels are bounded: route, channel name, direction, binding,
- * outcome, method, reason, kind, state — never a session id or a token.
+ * outcome, method, reason, kind, state, thread — never a session id or a token.
  */
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';

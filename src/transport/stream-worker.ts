@@ -51,7 +51,7 @@ class StreamWorker implements WorkerSide {
   private strings: string[] = [];
   private stringIndex = new Map<string, number>();
   private scheduled = false;
-  readonly cost = new BatchCost();
+  private readonly cost = new BatchCost();
   private readonly batchListeners: ((seconds: number) => void)[] = [];
   /** Members of each topic (subscribed here, whatever the worker has carried out yet). */
   private readonly members = new Map<string, number>();

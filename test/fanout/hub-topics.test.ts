@@ -273,6 +273,30 @@ describe('hub topics', () => {
     expect(topics.members(1)).toBe(1);
   });
 
+  it('each member has its own room: one near high water is read at every scan, the others no more often than before', () => {
+    const { topics, observers, fanOut } = setup(2);
+    let t = 0;
+    let s = 1;
+    const run = (ms: number) => {
+      for (const end = t + ms; t < end; t += 10, s++) fanOut(frame(s, t), t);
+    };
+    run(100);
+    expect(topics.members(1)).toBe(2);
+    const [fast, full] = observers as [Observer, Observer];
+    // Within one frame of high water: whatever the shard publishes next could take it there.
+    full.conn.buffered = HIGH_WATER - 1;
+    run(20); // its next read sees it near high water
+    fast.conn.reads = 0;
+    full.conn.reads = 0;
+    run(1000); // 100 frames, 50 scans
+    const perFrame = fast.conn.received.at(-1)!.byteLength;
+    const every = Math.min(Math.ceil(HIGH_WATER / perFrame) * 10, BUFFERS_READ_MS);
+    // Read at (nearly) every scan that follows a publish; the one with room, only as its own room runs out.
+    expect(full.conn.reads).toBeGreaterThanOrEqual(0.8 * (1000 / TOPIC_SCAN_MS));
+    expect(fast.conn.reads).toBeLessThanOrEqual(Math.ceil(1000 / every) + 1);
+    expect(topics.members(1)).toBe(2); // below high water, both stay
+  });
+
   it('a recorded session is a member too: its recording reads what the shard published, numbered once per publish; telemetry counts them', () => {
     const { server, topics, observers, fanOut } = setup(2);
     const [o, other] = observers as [Observer, Observer];
