@@ -56,11 +56,6 @@ export class BatchCost {
     this.building = 0;
   }
 
-  /** The batch being built was dropped (the worker is gone). */
-  discard(): void {
-    this.building = 0;
-  }
-
   /**
    * The worker has carried out the batches up to `acked`, spending `workerUs` on them since its last
    * report. Returns each such batch's time from hand-over until now (ms).
@@ -85,7 +80,7 @@ export class BatchCost {
     return waits;
   }
 
-  /** Nothing is in flight any more (the worker ended). */
+  /** Nothing is in flight any more, nor will the batch being built be (the worker ended). */
   clear(): void {
     this.posted.length = 0;
     this.building = 0;

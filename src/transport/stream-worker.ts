@@ -215,7 +215,9 @@ class StreamWorker implements WorkerSide {
     this.scheduled = false;
     if (this.ops.length === 0) return;
     if (this.worker === undefined) {
-      this.dropBatch(); // the worker ended: nothing would carry it out
+      // The worker ended: nothing would carry the batch out, and its cost must not hold turns full.
+      this.dropBatch();
+      this.cost.clear();
       return;
     }
     this.cost.handedOver(this.seq, performance.now());
@@ -240,7 +242,6 @@ class StreamWorker implements WorkerSide {
     this.payloadIndex = new Map();
     this.strings = [];
     this.stringIndex = new Map();
-    this.cost.discard();
   }
 
   // ---- what the worker reports ----

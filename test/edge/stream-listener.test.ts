@@ -21,13 +21,15 @@ afterEach(async () => {
 });
 
 describe('stream_listen configuration', () => {
+  /** A configuration with a stream listener, the rest the least that validates. */
+  const WITH_LISTENER = {
+    stream_listen: '127.0.0.1:8722',
+    agents: { tokens: [AGENT_TOKEN] },
+    routes: [{ name: 'arm', path: '/arm', upstream: 'ws://127.0.0.1:9/' }],
+  };
+
   it('needs the uWebSockets.js engine: with engine ws the config is refused, saying so', () => {
-    const raw = {
-      engine: 'ws',
-      stream_listen: '127.0.0.1:0',
-      agents: { tokens: [AGENT_TOKEN] },
-      routes: [{ name: 'arm', path: '/arm', upstream: 'ws://127.0.0.1:9/' }],
-    };
+    const raw = { ...WITH_LISTENER, engine: 'ws' };
     expect(() => validateConfig(raw, 'edge.yaml', {})).toThrow(
       /stream_listen: needs the uWebSockets\.js engine \(engine: auto or uws\), not ws/,
     );
@@ -37,12 +39,7 @@ describe('stream_listen configuration', () => {
   });
 
   it('stream_public_url names the stream listener as agents reach it: it needs stream_listen, carries no credential and no path', () => {
-    const raw = {
-      engine: 'uws',
-      stream_listen: '127.0.0.1:8722',
-      agents: { tokens: [AGENT_TOKEN] },
-      routes: [{ name: 'arm', path: '/arm', upstream: 'ws://127.0.0.1:9/' }],
-    };
+    const raw = { ...WITH_LISTENER, engine: 'uws' };
     const ok = validateConfig({ ...raw, stream_public_url: 'wss://streams.example.com/' }, 'edge.yaml', {});
     expect(ok.stream_public_url).toBe('wss://streams.example.com');
     const { stream_listen: _, ...noListener } = raw;

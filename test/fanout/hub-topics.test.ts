@@ -141,6 +141,18 @@ function setup(n: number, declared = 100) {
   return { server, counts, topics, observers, fanOut };
 }
 
+/** A frame every 10 ms (seq 1, 2, ...) through `fanOut`: `run(ms)` moves the clock on, `now()` reads it. */
+function everyTenMs(fanOut: (f: HubFrame, now: number) => void) {
+  let t = 0;
+  let s = 1;
+  return {
+    run: (ms: number) => {
+      for (const end = t + ms; t < end; t += 10, s++) fanOut(frame(s, t), t);
+    },
+    now: () => t,
+  };
+}
+
 const note = (): FrameNote => ({ received_at: 0, channel: 'proprio' });
 
 /** A flight recorder's tap as the edge's does it: numbers shared frames by seq, reads its shards on demand. */
@@ -250,11 +262,7 @@ describe('hub topics', () => {
 
   it("members' buffers are read once what their shard published could have filled one, or BUFFERS_READ_MS after the last read", () => {
     const { topics, observers, fanOut } = setup(2);
-    let t = 0;
-    let s = 1;
-    const run = (ms: number) => {
-      for (const end = t + ms; t < end; t += 10, s++) fanOut(frame(s, t), t);
-    };
+    const { run, now } = everyTenMs(fanOut);
     run(100);
     expect(topics.members(1)).toBe(2);
     const [fast, slow] = observers as [Observer, Observer];
@@ -267,19 +275,15 @@ describe('hub topics', () => {
     expect(fast.conn.reads).toBeGreaterThanOrEqual(Math.floor(1000 / (every + TOPIC_SCAN_MS)));
     // A buffer filled by other writes than the shard's is still found within BUFFERS_READ_MS.
     slow.conn.buffered = HIGH_WATER;
-    const at = t;
+    const at = now();
     for (let i = 0; i < 100 && slow.sub!.isMember(1); i++) run(10);
-    expect(t - at).toBeLessThanOrEqual(BUFFERS_READ_MS + TOPIC_SCAN_MS + 10);
+    expect(now() - at).toBeLessThanOrEqual(BUFFERS_READ_MS + TOPIC_SCAN_MS + 10);
     expect(topics.members(1)).toBe(1);
   });
 
   it('each member has its own room: one near high water is read at every scan, the others no more often than before', () => {
     const { topics, observers, fanOut } = setup(2);
-    let t = 0;
-    let s = 1;
-    const run = (ms: number) => {
-      for (const end = t + ms; t < end; t += 10, s++) fanOut(frame(s, t), t);
-    };
+    const { run } = everyTenMs(fanOut);
     run(100);
     expect(topics.members(1)).toBe(2);
     const [fast, full] = observers as [Observer, Observer];

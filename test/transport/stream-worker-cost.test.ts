@@ -31,7 +31,7 @@ describe('BatchCost', () => {
     expect(cost.full()).toBe(false);
     cost.write(1024);
     expect(cost.full()).toBe(true);
-    cost.discard();
+    cost.clear();
     expect(cost.full()).toBe(false);
   });
 
