@@ -206,8 +206,9 @@ describe.skipIf(!redisServerAvailable())('scale-out: failover to another replica
     if (refused instanceof HttpRefusal) expect(refused.status).toBe(503);
     else {
       // The drain's jitter closed the one agent at once: the drain is over and the listener with it
-      // (the agent's 1001 is checked below).
-      expect((refused as NodeJS.ErrnoException).code).toBe('ECONNREFUSED');
+      // (the agent's 1001 is checked below). A connection that reached the listener as it closed is
+      // reset rather than refused (seen once in CI on Node 20 + uWebSockets.js): not taken either way.
+      expect(['ECONNREFUSED', 'ECONNRESET']).toContain((refused as NodeJS.ErrnoException).code);
     }
     const closed = await agent.client.waitClosed(DRAIN_WINDOW_MS + 1000);
     const closedAfter = performance.now() - t0;
