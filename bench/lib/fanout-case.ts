@@ -10,7 +10,7 @@ import { pinToCore } from './service.js';
 import { Child } from './child.js';
 import { sleep, type BenchContext } from './context.js';
 import { Generators, type GeneratorLoad, type GroupSummary } from './generators.js';
-import { ProcSampler, type ProcSummary } from './procstat.js';
+import { type MachineSummary, ProcSampler, type ProcSummary } from './procstat.js';
 import {
   BENCH_TOKEN,
   startEdge,
@@ -109,13 +109,16 @@ export interface CaseResult {
   readonly server: ProcSummary & { cpu_us_per_frame: number };
   /** The world behind the edge (edge targets); the publisher (centrifugo). */
   readonly world?: ProcSummary;
+  /** The whole machine over the window: how much CPU was left for anyone. */
+  readonly machine?: MachineSummary;
   /** The centrifugo target's publisher: publications made, failed, skipped (server too slow) per channel. */
   readonly publisher?: Record<string, unknown>;
   /** The CPU the serving process was restricted to (`pinCore`), or why it could not be. */
   readonly pinned?: number | string;
   /** The edge's event-loop delay over the window (edge targets); a string if the edge did not answer. */
   readonly edge_loop_delay_ms?: LoopDelay | string;
-  readonly generators: readonly (GeneratorLoad & { rss_mib_max: number })[];
+  /** Each generator's load, peak RSS, and time its threads waited, runnable, for a CPU (% of one core). */
+  readonly generators: readonly (GeneratorLoad & { rss_mib_max: number; runqueue_wait_pct: number })[];
   readonly generator_saturated: boolean;
   readonly probe?: Record<string, unknown>;
 }
@@ -322,11 +325,13 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
           }
         : {}),
       ...(worldPid !== undefined ? { world: procs.world! } : {}),
+      ...(sampler.machine !== undefined ? { machine: sampler.machine } : {}),
       ...(published !== undefined ? { publisher: published ?? { error: 'no answer within 15 s' } } : {}),
       ...(pinned !== undefined ? { pinned } : {}),
       generators: m.generators.map((g, i) => ({
         ...g,
         rss_mib_max: procs[`generator_${i + 1}`]?.rss_mib_max ?? NaN,
+        runqueue_wait_pct: procs[`generator_${i + 1}`]?.runqueue_wait_pct ?? NaN,
       })),
       generator_saturated: m.generators.some((g) => g.saturated),
       ...(probe !== undefined ? { probe } : {}),

@@ -16,6 +16,7 @@
  * the machine's load alone costs it. AWP_BENCH_OVERLOAD_STREAM_LISTEN=1 gives the uws edge a stream listener
  * (`stream_listen`): the observers' stream connections on its worker thread.
  */
+import { availableParallelism } from 'node:os';
 import { Child } from '../lib/child.js';
 import { diff, ratio, type BenchContext } from '../lib/context.js';
 import {
@@ -27,6 +28,7 @@ import {
   type LoopDelay,
 } from '../lib/fanout-case.js';
 import type { LatencySummary } from '../lib/histogram.js';
+import type { ProcSummary } from '../lib/procstat.js';
 import { BENCH_TOKEN } from '../lib/setup.js';
 import { MIXED } from './fanout.js';
 
@@ -70,6 +72,14 @@ export interface OverloadCase {
   readonly delivered_fps: number;
   readonly delivered_vs_capacity: number | null;
   readonly edge_cpu_pct: number;
+  /**
+   * Of edge_cpu_pct, by thread: MainThread, stream-worker (with stream_listen), V8Worker (GC helpers); and
+   * how long each waited, runnable, for a CPU.
+   */
+  readonly edge_threads: ProcSummary['threads'];
+  /** The world's CPU; the whole machine's busy and stolen time (all % of one core; 2 cores: 200). */
+  readonly world_cpu_pct: number | null;
+  readonly machine: { busy_pct: number; steal_pct: number } | null;
   readonly ping_ms: { p50: number; p99: number; max: number; unanswered: number };
   readonly relay_ms: { p50: number; p99: number; max: number; unanswered: number } | null;
   readonly relay_added_p99_ms: number | null;
@@ -86,6 +96,8 @@ export interface OverloadCase {
   };
   readonly generator_saturated: boolean;
   readonly generators_cpu_pct: number[];
+  /** Summed over the generators: time they were runnable and waited for a CPU (% of one core). */
+  readonly generators_runqueue_wait_pct: number;
   readonly setup_ms: { open: number; subscribe: number };
   /** Observers whose obs.subscribe the edge dropped or left unanswered (2 min). */
   readonly subscribe_failures: number;
@@ -204,6 +216,9 @@ function condense(
     delivered_fps: delivered,
     delivered_vs_capacity: capacity !== null && r.observers > 0 ? ratio(delivered, capacity) : null,
     edge_cpu_pct: r.server.cpu_pct,
+    edge_threads: r.server.threads,
+    world_cpu_pct: r.world?.cpu_pct ?? null,
+    machine: r.machine ?? null,
     ping_ms: lat(p.observer_ping)!,
     relay_ms: relay,
     relay_added_p99_ms: relay !== null && idleRelayP99 !== null ? diff(relay.p99, idleRelayP99) : null,
@@ -222,6 +237,7 @@ function condense(
     },
     generator_saturated: r.generator_saturated,
     generators_cpu_pct: r.generators.map((g) => g.cpu_pct),
+    generators_runqueue_wait_pct: Math.round(r.generators.reduce((a, g) => a + g.runqueue_wait_pct, 0)),
     setup_ms: r.setup_ms,
     subscribe_failures: r.subscribe_failures ?? 0,
     frames_per_cpu_s: perCpu(r),
@@ -351,7 +367,8 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
         `  delivered ${c.delivered_fps} fps (${c.delivered_vs_capacity} of capacity, ${c.efficiency_vs_capacity} of the capacity step's ` +
           `frames per CPU-second), ping p99 ${c.ping_ms.p99} ms, relay p99 ${c.relay_ms?.p99} ms, loop p99 ${String(loop)} ms, ` +
           `proprio age p99 ${c.age_ms.proprio?.p99} ms, heartbeats missed ${c.heartbeats.observer_missed}+${c.heartbeats.relay_missed}, ` +
-          `closed ${c.heartbeats.sessions_closed}, subscribe failures ${c.subscribe_failures}`,
+          `closed ${c.heartbeats.sessions_closed}, subscribe failures ${c.subscribe_failures}; edge threads ` +
+          `${JSON.stringify(c.edge_threads)}, generators waited ${c.generators_runqueue_wait_pct} %, machine busy ${c.machine?.busy_pct} % of ${availableParallelism() * 100}`,
       );
       loads.push({ ...c, factor });
     }

@@ -63,7 +63,7 @@ class StreamWorker implements WorkerSide {
   private readonly caughtUp: (() => void)[] = [];
   /** See EngineBacklog: a batch posted is not yet carried out. */
   readonly backlog: EngineBacklog = {
-    behind: () => this.acked < this.seq - 1,
+    behind: () => this.cost.behind(),
     full: () => this.cost.full(),
     onCaughtUp: (fn) => this.caughtUp.push(fn),
   };
@@ -378,7 +378,7 @@ class StreamWorker implements WorkerSide {
     this.conns.clear();
     for (const c of conns) this.gone(c, 1006, '');
     this.dropBatch();
-    this.cost.clear();
+    this.cost.clear(); // before a turn that the catching up scheduled runs
   }
 }
 
@@ -389,12 +389,14 @@ class StreamWorker implements WorkerSide {
 function spawnThread(setup: WorkerSetup): Worker {
   const ts = import.meta.url.endsWith('.ts');
   const file = new URL(`./stream-worker-thread.${ts ? 'ts' : 'js'}`, import.meta.url);
-  if (!ts) return new Worker(file, { workerData: setup });
+  // Named for `top -H` and the bench's per-thread CPU (a thread name holds 15 characters).
+  const name = 'stream-worker';
+  if (!ts) return new Worker(file, { workerData: setup, name });
   // tsx's ESM entry (`require.resolve` would name its CommonJS one).
   const pkg = pathToFileURL(createRequire(import.meta.url).resolve('tsx/package.json'));
   const tsx = new URL('dist/esm/api/index.mjs', pkg).href;
   const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(file.href)}); })`;
-  return new Worker(boot, { eval: true, workerData: setup });
+  return new Worker(boot, { eval: true, workerData: setup, name });
 }
 
 /**

@@ -5,7 +5,11 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BATCH_WORKER_US as BUDGET_US, BatchCost } from '../../src/transport/stream-worker-cost.js';
+import {
+  BATCH_WORKER_US as BUDGET_US,
+  BATCHES_IN_FLIGHT,
+  BatchCost,
+} from '../../src/transport/stream-worker-cost.js';
 
 /** One write's estimate in the model (3 us + 1 us/KiB): 4 us for 1 KiB. */
 const KIB_WRITE_US = 4;
@@ -33,6 +37,28 @@ describe('BatchCost', () => {
     expect(cost.full()).toBe(true);
     cost.clear();
     expect(cost.full()).toBe(false);
+  });
+
+  it('is behind once BATCHES_IN_FLIGHT batches are handed over and not reported; a report or clear catches up', () => {
+    expect(BATCHES_IN_FLIGHT).toBe(2); // the worker has the next batch while it reports the last
+    const cost = new BatchCost();
+    cost.write(1024);
+    cost.handedOver(1, 0);
+    expect(cost.behind()).toBe(false);
+    cost.write(1024);
+    cost.handedOver(2, 1);
+    expect(cost.behind()).toBe(true);
+    cost.carriedOut(1, 10, 2);
+    expect(cost.behind()).toBe(false);
+    cost.write(1024);
+    cost.handedOver(3, 3);
+    expect(cost.behind()).toBe(true);
+    cost.carriedOut(3, 10, 4); // one report for two batches
+    expect(cost.behind()).toBe(false);
+    cost.handedOver(4, 5);
+    cost.handedOver(5, 5);
+    cost.clear(); // the worker ended
+    expect(cost.behind()).toBe(false);
   });
 
   it('reports each batch carried out once, with its time since hand-over; later ones wait', () => {
