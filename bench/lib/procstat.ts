@@ -170,6 +170,7 @@ export class ProcSampler {
     for (const [name, pid] of Object.entries(this.pids)) {
       const s = this.start.get(name)!;
       const r = readProc(pid);
+      const threads = threadTimes(pid);
       const samples = this.rss.get(name) ?? [];
       const mean = samples.reduce((a, b) => a + b, 0) / Math.max(1, samples.length);
       out[name] = {
@@ -177,14 +178,14 @@ export class ProcSampler {
         cpu_pct: r === undefined ? NaN : pct(r.cpu_s - s.cpu, now - s.at),
         main_thread_cpu_pct: r === undefined ? NaN : pct(r.main_thread_cpu_s - s.main, now - s.at),
         threads: Object.fromEntries(
-          [...threadTimes(pid)].flatMap(([thread, t]) => {
+          [...threads].flatMap(([thread, t]) => {
             const t0 = s.threads.get(thread) ?? { cpu: 0, wait: 0 };
             const cpu_pct = pct(t.cpu - t0.cpu, now - s.at);
             const runqueue_wait_pct = pct(t.wait - t0.wait, now - s.at);
             return cpu_pct >= 1 ? [[thread, { cpu_pct, runqueue_wait_pct }]] : [];
           }),
         ),
-        runqueue_wait_pct: pct(sumWait(threadTimes(pid)) - sumWait(s.threads), now - s.at),
+        runqueue_wait_pct: pct(sumWait(threads) - sumWait(s.threads), now - s.at),
         rss_mib_mean: round1(mean / 2 ** 20),
         rss_mib_max: round1(Math.max(0, ...samples) / 2 ** 20),
       };

@@ -28,7 +28,7 @@ import {
   type LoopDelay,
 } from '../lib/fanout-case.js';
 import type { LatencySummary } from '../lib/histogram.js';
-import type { ProcSummary } from '../lib/procstat.js';
+import type { MachineSummary, ProcSummary } from '../lib/procstat.js';
 import { BENCH_TOKEN } from '../lib/setup.js';
 import { MIXED } from './fanout.js';
 
@@ -79,7 +79,7 @@ export interface OverloadCase {
   readonly edge_threads: ProcSummary['threads'];
   /** The world's CPU; the whole machine's busy and stolen time (all % of one core; 2 cores: 200). */
   readonly world_cpu_pct: number | null;
-  readonly machine: { busy_pct: number; steal_pct: number } | null;
+  readonly machine: MachineSummary | null;
   readonly ping_ms: { p50: number; p99: number; max: number; unanswered: number };
   readonly relay_ms: { p50: number; p99: number; max: number; unanswered: number } | null;
   readonly relay_added_p99_ms: number | null;

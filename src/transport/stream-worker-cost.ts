@@ -28,7 +28,7 @@ export const BATCH_WORKER_US = 1500;
  * the next one meanwhile, and a frame waits for at most two bounded batches. At 5x overload, 1,819
  * observers: 11 % more frames delivered (median of 7 runs each), proprio age p99 up from 21 to 27 ms (goal
  * 30). bench/RESULTS.md, "Two batches in flight". (Tried before the batch bound, when batches were
- * unbounded, two made frames four times older.)
+ * unbounded, two made frames almost twice as old.)
  */
 export const BATCHES_IN_FLIGHT = 2;
 
