@@ -14,7 +14,9 @@
  * AWP_BENCH_OVERLOAD_RELAY_VIA=own sends the probe's relay session through a second edge process in front of
  * the same world, =world straight to the world: what the relay pays for sharing the fan-out's loop, and what
  * the machine's load alone costs it. AWP_BENCH_OVERLOAD_STREAM_LISTEN=1 gives the uws edge a stream listener
- * (`stream_listen`): the observers' stream connections on its worker thread.
+ * (`stream_listen`): the observers' stream connections on its worker thread. AWP_BENCH_OVERLOAD_PIN=1 gives
+ * the edge (all its threads) CPU 0 and the world and the generators CPU 1, for every case: the edge's
+ * capacity and overload without the generators, whose number grows with the load, taking its CPU.
  */
 import { availableParallelism } from 'node:os';
 import { Child } from '../lib/child.js';
@@ -145,6 +147,8 @@ export interface OverloadSummary {
   readonly relay_via: 'edge' | 'own' | 'world';
   /** Whether the uws edge served the observers' streams on its stream listener's worker thread. */
   readonly stream_listen: boolean;
+  /** AWP_BENCH_OVERLOAD_PIN: the edge on CPU 0, the world and the generators on CPU 1. */
+  readonly pinned: boolean;
   readonly method: string;
 }
 
@@ -261,6 +265,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
   const via = process.env.AWP_BENCH_OVERLOAD_RELAY_VIA;
   const relayVia = via === 'own' || via === 'world' ? via : undefined;
   const streamListen = process.env.AWP_BENCH_OVERLOAD_STREAM_LISTEN === '1';
+  const pin = process.env.AWP_BENCH_OVERLOAD_PIN === '1';
   const out: OverloadEngine[] = [];
   for (const engine of engines) {
     const target = engine === 'uws' ? 'edge-uws' : 'edge-ws';
@@ -280,6 +285,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
           subscribeTolerant: true,
           ...(relayVia !== undefined && { relayVia }),
           streamListen: streamListen && engine === 'uws',
+          ...(pin && { pinCore: 0, pinRest: 1 }),
           ...(probe !== undefined ? { probe } : {}),
         });
       } finally {
@@ -388,6 +394,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
     engines: out,
     relay_via: relayVia ?? 'edge',
     stream_listen: streamListen,
+    pinned: pin,
     method: METHOD,
   };
 }
