@@ -127,7 +127,7 @@ export interface AgentServer {
 
 /** An engine's writes not yet carried out: work that feeds it waits while it is behind. */
 export interface EngineBacklog {
-  /** Whether what was handed over before this turn is still being carried out. */
+  /** Whether as much as the engine should hold is handed over and not yet carried out (stream worker: two batches). */
   behind(): boolean;
   /** Whether this turn has handed over as much as the engine should carry out at once. */
   full(): boolean;

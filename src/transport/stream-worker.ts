@@ -7,9 +7,10 @@
  * To the edge it is an engine like the others (engine.ts): connections, topics, drain and close. What
  * differs is time: an operation is carried out when the worker reads its batch, and a connection's
  * `bufferedAmount` is the worker's last reading plus what was sent to it and is not yet carried out
- * (beyond a burst, where its socket keeps up; stream-worker-connection.ts). Its `backlog` says when a
- * batch is out or full (by its estimated cost to the worker, stream-worker-cost.ts), for the edge's sliced
- * work to wait (slice-loop.ts); its `thread` tells operators how busy the worker is (metrics).
+ * (beyond a burst, where its socket keeps up; stream-worker-connection.ts). Its `backlog` says when two
+ * batches are out or the turn's is full (by its estimated cost to the worker, stream-worker-cost.ts), for
+ * the edge's sliced work to wait (slice-loop.ts); its `thread` tells operators how busy the worker is
+ * (metrics).
  */
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
@@ -61,7 +62,7 @@ class StreamWorker implements WorkerSide {
   private closed: (() => void) | undefined;
   private closedFlag: Int32Array | undefined;
   private readonly caughtUp: (() => void)[] = [];
-  /** See EngineBacklog: a batch posted is not yet carried out. */
+  /** See EngineBacklog: BATCHES_IN_FLIGHT batches posted are not yet carried out. */
   readonly backlog: EngineBacklog = {
     behind: () => this.cost.behind(),
     full: () => this.cost.full(),
