@@ -9,9 +9,9 @@
  *   and the engine below high water).
  * - It leaves (`Subscriber.leaveTopic`/`leaveTopics`) on a new grant, unsubscribe, stream lost or replaced,
  *   resumed or released session, a new frame tap, and when the engine holds high water for it: the engine's
- *   per-connection limit is off (maxBackpressure 0), so a shard's members are looked at every
- *   `TOPIC_SCAN_MS` as frames arrive, each one's buffer read once what the shard published since its last
- *   read could have taken it to high water (`TopicShard.scan`), and a slow member leaves
+ *   per-connection limit is off (maxBackpressure 0), so each member's buffer is read once what its shard
+ *   published since the last read could have taken it to high water (looked for every `TOPIC_SCAN_MS` as
+ *   frames arrive, `TopicShard.scan`), and every member's every `BUFFERS_READ_MS`; a slow member leaves
  *   with at most what was published meanwhile beyond high water. Once left, its frames wait in its
  *   outbox's latest-wins slots again.
  * - One topic per channel and gate rate, with one rate gate: a world sending faster than it declared gets
@@ -156,9 +156,10 @@ export class TopicShard {
   /** Publishes since `sharedBase`, while members are recorded: flat pairs (the frame's number, ms). */
   shared: number[] = [];
   sharedBase = 0;
-  /** Bytes published to the shard so far, and when every member's buffer was last read. */
+  /** Bytes published to the shard so far. */
   private publishedBytes = 0;
-  private readAt = -Infinity;
+  /** The lowest of its members' `checkAt`: before the shard has published that much, none is due a read. */
+  private dueAt = 0;
 
   constructor(
     readonly topic: ChannelTopic,
@@ -178,6 +179,7 @@ export class TopicShard {
 
   add(m: Member): void {
     this.members.add(m);
+    this.dueAt = Math.min(this.dueAt, m.checkAt);
     if (m.tap !== undefined) {
       this.tapped.add(m);
       m.tap.follow(this.topic.channel_id, m);
@@ -193,19 +195,20 @@ export class TopicShard {
   }
 
   /**
-   * Members that are stale (their session no longer holds them) or whose engine buffer holds high water
-   * leave. A member's buffer is read (a call into the engine) only once what the shard published since
-   * its last read could have taken it to high water, or BUFFERS_READ_MS after the last read of all:
-   * members that keep up hold little, and at a thousand of them the reads every TOPIC_SCAN_MS were a tenth
-   * of an overloaded edge's longest turns. Each member has its own room: one near high water is read at
-   * every scan, the others are not (reading all of a shard whenever its fullest member was near high water
-   * took 304 ms of 6 s at 1,819 observers at 5x overload; bench/RESULTS.md). Returns the lowest
-   * latency-sample cursor of its members.
+   * Members whose engine buffer holds high water, or that are stale (their session no longer holds them),
+   * leave. A member's buffer is read (a call into the engine) only once what the shard published since its
+   * last read could have taken it to high water, or on a full scan (`all`, every BUFFERS_READ_MS): members
+   * that keep up hold little, and at a thousand of them the reads every TOPIC_SCAN_MS were a tenth of an
+   * overloaded edge's longest turns. Each member has its own room, and a shard none of whose members is
+   * due is not looked at until the full scan: looking at all 3,600 members of 1,819 observers every
+   * TOPIC_SCAN_MS, only to find most not due, took a tenth of the edge's main thread at 5x overload
+   * (bench/RESULTS.md). Returns the lowest latency-sample cursor of its members (on a full scan).
    */
-  scan(highWaterBytes: number, now: number): number {
-    const all = now - this.readAt >= BUFFERS_READ_MS;
-    if (all) this.readAt = now;
+  scan(highWaterBytes: number, all: boolean): number {
+    this.trimShared();
     let low = this.topic.end;
+    if (!all && this.publishedBytes < this.dueAt) return low;
+    let due = Infinity;
     // A Set's iteration goes on past a member deleted from it.
     for (const m of this.members) {
       let buffered = 0;
@@ -215,12 +218,13 @@ export class TopicShard {
       }
       if (m.current() && buffered < highWaterBytes) {
         low = Math.min(low, m.cursor);
+        due = Math.min(due, m.checkAt);
         continue;
       }
       m.sub.leaveTopic(this.topic.channel_id);
       this.remove(m); // if its session no longer holds it
     }
-    this.trimShared();
+    this.dueAt = due;
     return low;
   }
 
@@ -314,15 +318,19 @@ class ChannelTopic {
     return true;
   }
 
-  /** Slow or stale members leave; empty shards go; samples every member has taken are let go. */
-  scan(highWaterBytes: number, now: number): void {
+  /** Slow or stale members leave; empty shards go; on a full scan, samples every member took are let go. */
+  scan(highWaterBytes: number, all: boolean): void {
     let low = this.end;
-    for (const s of this.shards) low = Math.min(low, s.scan(highWaterBytes, now));
-    const kept = this.shards.filter((s) => s.size > 0);
-    if (kept.length !== this.shards.length) {
-      this.shards.splice(0, this.shards.length, ...kept);
+    let emptied = false;
+    for (const s of this.shards) {
+      low = Math.min(low, s.scan(highWaterBytes, all));
+      emptied ||= s.size === 0;
+    }
+    if (emptied) {
+      this.shards.splice(0, this.shards.length, ...this.shards.filter((s) => s.size > 0));
       this.changed();
     }
+    if (!all) return;
     low = Math.max(low, this.end - MAX_SAMPLES);
     if (low > this.base) {
       this.samples = this.samples.slice(low - this.base);
@@ -357,6 +365,8 @@ export class HubTopics<T extends { readonly sub: Subscriber | null }> {
   private readonly versions = new Map<number, number>();
   private readonly cache = new Map<number, TargetCache<T>>();
   private lastScan = -Infinity;
+  /** When every member's buffer was last read. */
+  private readAt = -Infinity;
 
   constructor(
     /** Names the hub's topics (unique on the server). */
@@ -393,7 +403,9 @@ export class HubTopics<T extends { readonly sub: Subscriber | null }> {
     if (list === undefined) return all;
     if (now - this.lastScan >= TOPIC_SCAN_MS) {
       this.lastScan = now;
-      for (const ts of this.topics.values()) for (const t of ts) t.scan(this.ctx.highWaterBytes, now);
+      const all = now - this.readAt >= BUFFERS_READ_MS;
+      if (all) this.readAt = now;
+      for (const ts of this.topics.values()) for (const t of ts) t.scan(this.ctx.highWaterBytes, all);
     }
     let taking = 0;
     let members = 0;

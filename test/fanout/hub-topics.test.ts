@@ -281,6 +281,40 @@ describe('hub topics', () => {
     expect(topics.members(1)).toBe(1);
   });
 
+  it('a shard none of whose members is due a read is not looked at until BUFFERS_READ_MS after the last full scan; a stale member leaves then', () => {
+    const { topics, observers, fanOut } = setup(2);
+    // Observers that count how often the hub looks at them (each member's "still current?" reads `sub`).
+    let looks = 0;
+    observers.forEach((o, i) => {
+      let sub = o.sub;
+      observers[i] = {
+        conn: o.conn,
+        get sub() {
+          looks++;
+          return sub;
+        },
+        set sub(s) {
+          sub = s;
+        },
+      };
+    });
+    const { run, now } = everyTenMs(fanOut);
+    run(100);
+    expect(topics.members(1)).toBe(2);
+    looks = 0;
+    run(1000); // 100 frames, 50 scans
+    const perFrame = observers[0]!.conn.received.at(-1)!.byteLength;
+    const every = Math.ceil(HIGH_WATER / perFrame) * 10;
+    // Looked at when one could be due a read, and at each full scan: not at all 50 scans.
+    expect(looks).toBeLessThanOrEqual(2 * (Math.ceil(1000 / every) + Math.ceil(1000 / BUFFERS_READ_MS) + 2));
+    // A session that let go of its subscriber without leaving the topic: found by the next full scan.
+    observers[1]!.sub = null;
+    const at = now();
+    for (let i = 0; i < 100 && topics.members(1) === 2; i++) run(10);
+    expect(now() - at).toBeLessThanOrEqual(BUFFERS_READ_MS + TOPIC_SCAN_MS + 10);
+    expect(topics.members(1)).toBe(1);
+  });
+
   it('each member has its own room: one near high water is read at every scan, the others no more often than before', () => {
     const { topics, observers, fanOut } = setup(2);
     const { run } = everyTenMs(fanOut);
