@@ -3,6 +3,9 @@
  * when its heartbeat ping (AWP-SAF-001) and its session.telemetry (AWP-TIM-006) are due, when silence
  * means the connection is lost (AWP-SAF-002), and when a suspended session's reconnect window ends.
  */
+/** session.telemetry's period (AWP-TIM-006: at least once a second). */
+export const TELEMETRY_MS = 1000;
+
 export class ObserverLiveness {
   /** The session's heartbeat interval (ms) as its session.ready announced it; 0: none yet. */
   heartbeatMs = 0;
@@ -38,7 +41,7 @@ export class ObserverLiveness {
 
   /** The window (ms) of a session.telemetry due now (at least once a second), else null. */
   telemetryDue(now: number): number | null {
-    if (now - this.lastTelemetry < 1000) return null;
+    if (now - this.lastTelemetry < TELEMETRY_MS) return null;
     const window_ms = Math.max(1, Math.round(now - this.lastTelemetry));
     this.lastTelemetry = now;
     return window_ms;
