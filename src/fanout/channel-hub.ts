@@ -67,8 +67,6 @@ export class ChannelHub {
    * frame, not one per subscription (up to a third of the main thread in the seconds 1,819 joined).
    */
   private index: ChannelIndex<ObserverShell> | null = null;
-  /** An observer unsubscribed or ended since the last tick: the upstream subscription may narrow. */
-  private narrowDue = false;
   private readonly fanout: FanoutScheduler<TopicTarget<ObserverShell>>;
   /** The observers' heartbeats, telemetry and windows, in slices (transport/sliced-pass.ts). */
   private readonly timers: SlicedPass<ObserverShell>;
@@ -225,19 +223,10 @@ export class ChannelHub {
     return unionOfNeeds(needs, this.upstream.channels);
   }
 
-  /** The channel -> observers index is stale; `narrow`: upstream channels nobody needs go at the next tick. */
+  /** The channel -> observers index is stale; `narrow` also drops upstream channels nobody needs now. */
   private reindex(narrow: boolean): void {
     this.index = null;
-    this.narrowDue ||= narrow;
-  }
-
-  /**
-   * Drops the upstream channels nobody needs: once per tick, so that observers leaving together (their
-   * reconnect windows ending in one timer pass) cost one pass over the others, not one each.
-   */
-  private narrow(): void {
-    this.narrowDue = false;
-    if (!this.upstream.isReady) return;
+    if (!narrow || !this.upstream.isReady) return;
     const { needed } = this.channelIndex();
     const unused = [...this.upstream.grants.keys()].filter((n) => !needed.has(n));
     if (unused.length > 0) {
@@ -435,7 +424,6 @@ export class ChannelHub {
   tick(now: number): void {
     if (this.retired) return;
     this.run(this.upstream.tickTimers(now));
-    if (this.narrowDue) this.narrow();
     this.timers.start(this.observers.values());
     for (const [o, channels] of this.degraded.expired(now))
       if (o.sub !== null && !o.sub.hasStream) for (const c of channels) o.channelDegraded(c, now);
