@@ -15,7 +15,7 @@ import { SlicedPass } from '../transport/sliced-pass.js';
 import { HubLink, type HubLinkContext } from './hub-link.js';
 import { indexChannels, type ChannelIndex } from './hub-passes.js';
 import type { UpstreamGrant } from './hub-channels.js';
-import { missingChannels, unionOfNeeds, type Need, type Subscription } from './hub-demand.js';
+import { HubSubscription } from './hub-subscription.js';
 import { HubUpstream, type HubUpstreamEffect } from './hub-upstream.js';
 import { HubTopics, TopicShard, targetWeight, type TopicTarget } from './hub-topics.js';
 import { KeyframeCache, type HubFrame } from './keyframe-cache.js';
@@ -73,11 +73,8 @@ export class ChannelHub {
   private readonly cache = new KeyframeCache();
   /** Opens and resumes that arrived before the upstream session was ready (run when it is, or fails). */
   private readonly opening: (() => void)[] = [];
-  /** Observers' `ensure-channels` requests waiting for the upstream session to be ready. */
-  private readonly waiting: { shell: ObserverShell; ref: number; wants: Need[] }[] = [];
-  /** Observers' requests in an upstream `obs.subscribe`, by the hub's correlation of it. */
-  private readonly subscribing = new Map<number, { shell: ObserverShell; ref: number }>();
-  private nextRef = 1;
+  /** The upstream subscription: observers' requests for channels, and narrowing (hub-subscription.ts). */
+  private readonly subscription: HubSubscription<ObserverShell>;
   private readonly header = createFrameHeader();
   private readonly degraded = new DegradedWatch<ObserverShell>();
   private emptySince: number | null = null;
@@ -90,14 +87,23 @@ export class ChannelHub {
     readonly mode: 'streaming' | 'lockstep',
     private readonly ctx: HubContext,
   ) {
-    this.upstream = new HubUpstream(mode, () => this.union(), ctx.maxJsonDepth);
+    this.upstream = new HubUpstream(mode, () => this.subscription.union(), ctx.maxJsonDepth);
+    this.subscription = new HubSubscription({
+      upstream: this.upstream,
+      observers: () => this.observers.values(),
+      needed: () => this.channelIndex().needed,
+      run: (effects) => this.run(effects),
+      now: () => ctx.now(),
+      changed: () => this.reindex(false),
+      dropped: (channel_id) => this.cache.forget(channel_id),
+    });
     this.link = new HubLink(ctx, {
       connected: () => this.run(this.upstream.connected(this.ctx.now())),
       dialFailed: (detail) => this.run(this.upstream.dialFailed(detail)),
       message: (text) => this.run(this.upstream.fromUpstream(text, this.ctx.now())),
       frame: (buf) => this.binaryFrame(buf),
       controlLost: () => {
-        this.subscribing.clear(); // the upstream session drops its unanswered requests (they stay unanswered)
+        this.subscription.lost();
         this.run(this.upstream.lost());
       },
       wantsStream: () => this.upstream.isReady,
@@ -128,7 +134,7 @@ export class ChannelHub {
       highWaterBytes: ctx.highWaterBytes,
       maxQueuedBytes: ctx.maxQueuedBytes,
       frameObserver: ctx.frames,
-      ensureChannels: (shell, ref, wants) => this.ensure(shell, ref, wants),
+      ensureChannels: (shell, ref, wants) => this.subscription.ensure(shell, ref, wants),
       startChannel: (shell, channel_id) => this.startChannel(shell, channel_id),
       subscriptionsChanged: () => this.reindex(true),
       ended: (shell) => this.ended(shell),
@@ -195,47 +201,10 @@ export class ChannelHub {
 
   // ------------------------------------------------------------------ the observers' effects
 
-  /**
-   * Makes the upstream subscription cover `wants` (added to every observer's needs), then answers the
-   * observer's request `ref`; with the world's answer when it must ask the world.
-   */
-  private ensure(shell: ObserverShell, ref: number, wants: readonly Need[]): void {
-    if (!this.upstream.isReady) {
-      this.waiting.push({ shell, ref, wants: [...wants] });
-      return;
-    }
-    const missing = missingChannels(wants, this.upstream.channels, this.upstream.grants);
-    if (missing.length === 0) {
-      shell.channelsEnsured(ref, true);
-      this.reindex(false);
-      return;
-    }
-    const hubRef = this.nextRef++;
-    this.subscribing.set(hubRef, { shell, ref });
-    this.run(this.upstream.subscribe(missing, this.ctx.now(), hubRef));
-  }
-
-  /** What the hub's session subscribes at open: every observer's needs at the highest rate. */
-  private union(): Subscription[] {
-    const needs: Need[] = this.waiting.flatMap((w) => w.wants);
-    for (const o of this.observers.values())
-      for (const g of o.needs()) needs.push({ channel: g.name, rate_hz: g.rate_hz });
-    return unionOfNeeds(needs, this.upstream.channels);
-  }
-
-  /** The channel -> observers index is stale; `narrow` also drops upstream channels nobody needs now. */
+  /** The channel -> observers index is stale; `narrow`: some observer may need fewer channels. */
   private reindex(narrow: boolean): void {
     this.index = null;
-    if (!narrow || !this.upstream.isReady) return;
-    const { needed } = this.channelIndex();
-    const unused = [...this.upstream.grants.keys()].filter((n) => !needed.has(n));
-    if (unused.length > 0) {
-      for (const n of unused) {
-        const g = this.upstream.grants.get(n);
-        if (g !== undefined) this.cache.forget(g.channel_id);
-      }
-      this.run(this.upstream.unsubscribe(unused, this.ctx.now()));
-    }
+    if (narrow) this.subscription.narrowLater();
   }
 
   private channelIndex(): ChannelIndex<ObserverShell> {
@@ -273,17 +242,12 @@ export class ChannelHub {
           this.upstreamReady(e.resumed);
           break;
         case 'grants':
-          this.names.clear();
+          // Not cleared: frames of a channel being unsubscribed are still counted under its name.
           for (const g of e.grants) this.names.set(g.channel_id, g.channel);
           break;
-        case 'subscribed': {
-          const asked = this.subscribing.get(e.ref);
-          if (asked === undefined) break;
-          this.subscribing.delete(e.ref);
-          asked.shell.channelsEnsured(asked.ref, e.ok);
-          this.reindex(false);
+        case 'subscribed':
+          this.subscription.subscribed(e.ref, e.ok);
           break;
-        }
         case 'event':
           for (const o of this.observers.values()) o.worldEvent(e.params);
           break;
@@ -306,7 +270,7 @@ export class ChannelHub {
     const ws = this.upstream.endpoints.find((e) => e.binding === 'ws' && typeof e.url === 'string');
     if (ws !== undefined) this.link.dialStream(ws.url!, this.upstream.token ?? undefined);
     for (const start of this.opening.splice(0)) start();
-    for (const w of this.waiting.splice(0)) this.ensure(w.shell, w.ref, w.wants);
+    this.subscription.ready();
     this.reindex(false);
   }
 
@@ -319,7 +283,7 @@ export class ChannelHub {
     this.retire();
     // Waiting opens are answered (they will see no grants).
     for (const start of this.opening.splice(0)) start();
-    for (const w of this.waiting.splice(0)) w.shell.channelsEnsured(w.ref, false);
+    this.subscription.failed();
     for (const o of [...this.observers.values()])
       o.close('world_shutdown', this.ctx.now(), 1011, 'world session lost');
   }
@@ -424,6 +388,7 @@ export class ChannelHub {
   tick(now: number): void {
     if (this.retired) return;
     this.run(this.upstream.tickTimers(now));
+    this.subscription.tick();
     this.timers.start(this.observers.values());
     for (const [o, channels] of this.degraded.expired(now))
       if (o.sub !== null && !o.sub.hasStream) for (const c of channels) o.channelDegraded(c, now);

@@ -47,6 +47,8 @@ type Phase = 'idle' | 'dialing' | 'initializing' | 'opening' | 'resuming' | 'rea
 
 interface Pending {
   readonly method: string;
+  /** The request's number (its id's suffix): requests are answered in the order the world ran them. */
+  readonly n: number;
   readonly sent_at: number;
   /** The caller's correlation of an `obs.subscribe`, returned in its `subscribed` effect. */
   readonly ref?: number;
@@ -60,6 +62,15 @@ export class HubUpstream {
   manifest: Record<string, unknown> | null = null;
   channels = new Map<string, ChannelDecl>();
   grants = new Map<string, UpstreamGrant>();
+  /**
+   * Channels an `obs.unsubscribe` takes away, by its request number, until an answer the world gave after
+   * running it says what it holds. They are not granted from the moment it is sent: an observer asking for
+   * one makes the hub subscribe it again, after the unsubscribe on the same connection, instead of being
+   * told it is carried while the world stops it; and an older answer naming one does not bring it back.
+   */
+  private readonly leaving = new Map<string, number>();
+  /** The request whose answer the grants were last taken from: an answer to an older one is older news. */
+  private grantsFrom = 0;
   token: string | null = null;
   endpoints: StreamEndpoint[] = [];
   heartbeat_interval_ms = 5000;
@@ -113,6 +124,7 @@ export class HubUpstream {
   lost(): HubUpstreamEffect[] {
     if (this.phase === 'closed') return [];
     this.pending.clear();
+    this.leaving.clear(); // unanswered: the resumed session's grants say what the world kept
     this.readyAfterPing = null;
     if (this.token === null) {
       this.phase = 'closed';
@@ -167,8 +179,13 @@ export class HubUpstream {
     return this.flush();
   }
 
+  /** Drops channels; they are no longer granted from now on (see `leaving`). */
   unsubscribe(names: string[], now: number): HubUpstreamEffect[] {
-    this.request('obs.unsubscribe', { channels: names }, now);
+    const n = this.request('obs.unsubscribe', { channels: names }, now);
+    for (const name of names) {
+      this.leaving.set(name, n);
+      this.grants.delete(name);
+    }
     return this.flush();
   }
 
@@ -310,7 +327,7 @@ export class HubUpstream {
         if (typeof r.clock_anchor === 'string') this.clock_anchor = r.clock_anchor;
         if (typeof r.tick === 'number') this.tick = r.tick;
         this.observeStamp(r.tick, undefined);
-        this.adoptGrants(field(r.granted, 'channels'));
+        this.adoptGrants(field(r.granted, 'channels'), p.n);
         this.phase = 'ready';
         this.lastPingAt = -Infinity;
         const resumed = p.method === 'session.resume';
@@ -332,11 +349,11 @@ export class HubUpstream {
         return;
       }
       case 'obs.subscribe':
-        if (ok) this.adoptGrants(field(result, 'granted'));
+        if (ok) this.adoptGrants(field(result, 'granted'), p.n);
         if (p.ref !== undefined) this.out.push({ kind: 'subscribed', ref: p.ref, ok });
         return;
       case 'obs.unsubscribe':
-        if (ok) this.adoptGrants(field(result, 'granted'));
+        if (ok) this.adoptGrants(field(result, 'granted'), p.n);
         return;
       case 'session.close':
         this.out.push({ kind: 'close', code: 1000, reason: 'hub idle' });
@@ -359,9 +376,16 @@ export class HubUpstream {
     );
   }
 
-  private adoptGrants(list: unknown): void {
+  /** The world's complete grant list (AWP-NEG-004) in its answer to request `n`. */
+  private adoptGrants(list: unknown, n: number): void {
     const grants = readGrants(list);
-    if (grants === null) return;
+    if (grants === null || n < this.grantsFrom) return;
+    this.grantsFrom = n;
+    for (const [name, sent] of this.leaving) {
+      if (sent <= n)
+        this.leaving.delete(name); // the world ran the unsubscribe before this answer
+      else grants.delete(name);
+    }
     this.grants = grants;
     this.out.push({ kind: 'grants', grants: [...grants.values()] });
   }
@@ -372,10 +396,12 @@ export class HubUpstream {
     this.out.push({ kind: 'close', code, reason: closeReason });
   }
 
-  private request(method: string, params: unknown, now: number, ref?: number): void {
-    const id = `awp-edge-hub:${this.nextId++}`;
-    this.pending.set(id, { method, sent_at: now, ...(ref !== undefined ? { ref } : {}) });
+  private request(method: string, params: unknown, now: number, ref?: number): number {
+    const n = this.nextId++;
+    const id = `awp-edge-hub:${n}`;
+    this.pending.set(id, { method, n, sent_at: now, ...(ref !== undefined ? { ref } : {}) });
     this.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+    return n;
   }
 
   private send(text: string): void {

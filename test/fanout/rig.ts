@@ -26,6 +26,8 @@ export interface RigOptions {
   readonly lingerMs?: number;
   /** Also serve `webtransport` stream endpoints (HTTP/2 here), with a fresh self-signed certificate. */
   readonly webtransport?: boolean;
+  /** The hub's control connection goes here instead of to the world (a relay in front of it, say). */
+  readonly upstream?: (worldUrl: string) => Promise<string>;
 }
 
 export interface Rig {
@@ -56,7 +58,7 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
   const world = await startDemoWorld({ kind: 'arm', host: '127.0.0.1', port: 0, ...options.world });
   const route = {
     path: ROUTE_PATH,
-    upstream: world.url,
+    upstream: await (options.upstream?.(world.url) ?? world.url),
     observers: 'fanout',
     hub_linger_ms: options.lingerMs ?? 200,
   };

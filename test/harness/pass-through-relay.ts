@@ -29,6 +29,8 @@ function toBuffer(data: RawData): Buffer {
 export interface RelayOptions {
   /** Leave the upstream connection open when the agent's connection dies (as a proxy hiding the drop might). */
   readonly keepUpstreamOnAgentClose?: boolean;
+  /** Holds each message from the world this long, in order (a world far away: its answers come late). */
+  readonly worldDelayMs?: number;
 }
 
 export class PassThroughRelay {
@@ -41,6 +43,7 @@ export class PassThroughRelay {
     private readonly upstreamUrl: string,
     private readonly transform: RelayTransform | undefined,
     private readonly keepUpstream: boolean,
+    private readonly worldDelayMs: number,
   ) {
     server.on('connection', (agentWs, req) => {
       this.agentAuthorizations.push(req.headers.authorization);
@@ -62,7 +65,13 @@ export class PassThroughRelay {
       server.once('listening', resolve);
       server.once('error', reject);
     });
-    return new PassThroughRelay(server, upstreamUrl, transform, options.keepUpstreamOnAgentClose ?? false);
+    return new PassThroughRelay(
+      server,
+      upstreamUrl,
+      transform,
+      options.keepUpstreamOnAgentClose ?? false,
+      options.worldDelayMs ?? 0,
+    );
   }
 
   get url(): string {
@@ -94,7 +103,11 @@ export class PassThroughRelay {
       for (const out of queued.splice(0)) forward(worldWs, out);
     });
     worldWs.on('message', (data, isBinary) => {
-      for (const out of rewrite('world-to-agent', data, isBinary)) forward(agentWs, out);
+      const outs = rewrite('world-to-agent', data, isBinary);
+      const send = (): void => outs.forEach((out) => forward(agentWs, out));
+      // Timers of one delay run in the order they were set: messages keep their order.
+      if (this.worldDelayMs > 0) setTimeout(send, this.worldDelayMs);
+      else send();
     });
     agentWs.on('close', () => {
       if (!this.keepUpstream) worldWs.terminate();

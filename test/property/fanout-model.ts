@@ -1,9 +1,9 @@
 /**
  * A model world and observers around the fan-out cores (src/fanout/hub-upstream.ts, observer-session.ts,
  * subscriber.ts), for property tests. Observer sessions run in their shells (observer-shell.ts) and read
- * the HubUpstream as channel-hub.ts has them read it (`observerHost`); the model plays the hub's part of
- * their effects (`ensure-channels` waiting for the hub's session, answered through an upstream
- * `obs.subscribe` and its `subscribed` effect), without sockets. Steps are world messages to the hub (answers to its requests,
+ * the HubUpstream as channel-hub.ts has them read it (`observerHost`); their requests for channels go
+ * to the hub's HubSubscription (hub-subscription.ts), which narrows at ticks, as in channel-hub.ts, without
+ * sockets. Steps are world messages to the hub (answers to its requests,
  * well formed or hostile, in any order; notifications; frames; pings; garbage), hub connection events,
  * and observers opening, sending arbitrary requests, dropping, resuming, and timers.
  */
@@ -12,7 +12,7 @@ import { FrameError } from '../../src/protocol/frame.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { inlineToFrame } from '../../src/protocol/inline-frame.js';
 import { HubUpstream, type HubUpstreamEffect } from '../../src/fanout/hub-upstream.js';
-import type { Need } from '../../src/fanout/hub-demand.js';
+import { HubSubscription } from '../../src/fanout/hub-subscription.js';
 import { ObserverSession } from '../../src/fanout/observer-session.js';
 import {
   ObserverShell,
@@ -304,10 +304,6 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
   const violate = (cls: FanoutViolation, detail: string): void => void violations.push({ cls, detail });
   let now = 1000;
   const observers: Observer[] = [];
-  /** Observers' requests for channels waiting for the hub's session, and those in its obs.subscribe. */
-  const waiting: { shell: ObserverShell; ref: number; wants: Need[] }[] = [];
-  const subscribing = new Map<number, { shell: ObserverShell; ref: number }>();
-  let nextRef = 1;
   const onReady: (() => void)[] = [];
   /** The hub's requests the world has not answered yet (the world answers them in any order). */
   const worldPending: { id: unknown; method: string; params: Record<string, unknown> }[] = [];
@@ -317,7 +313,16 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
   let dialing = false as boolean;
   let minted = 0;
 
-  const up = new HubUpstream('streaming', () => [{ channel: 'proprio' }]);
+  const up: HubUpstream = new HubUpstream('streaming', () => subscription.union());
+  const subscription: HubSubscription<ObserverShell> = new HubSubscription<ObserverShell>({
+    upstream: up,
+    observers: () => observers.map((o) => o.session),
+    needed: () => new Set(observers.flatMap((o) => [...o.session.needs()].map((g) => g.name))),
+    run: (effects) => run(effects),
+    now: () => now,
+    changed: () => undefined,
+    dropped: () => undefined,
+  });
 
   const guard = <T>(what: string, f: () => T): T => {
     try {
@@ -353,17 +358,13 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
           break;
         case 'ready':
           for (const f of onReady.splice(0)) guard('open (hub ready)', f);
-          for (const w of waiting.splice(0)) ensure(w.shell, w.ref, w.wants);
+          guard('ready', () => subscription.ready());
           break;
         case 'grants':
           break;
-        case 'subscribed': {
-          const asked = subscribing.get(e.ref);
-          subscribing.delete(e.ref);
-          if (asked !== undefined)
-            guard('channelsEnsured', () => asked.shell.channelsEnsured(asked.ref, e.ok));
+        case 'subscribed':
+          guard('channelsEnsured', () => subscription.subscribed(e.ref, e.ok));
           break;
-        }
         case 'event':
           if (e.status_seq <= hubEventSeq)
             violate('hub-event-order', `event ${e.status_seq} after ${hubEventSeq}`);
@@ -376,8 +377,7 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
           break;
         case 'failed':
           for (const f of onReady.splice(0)) guard('open (hub failed)', f);
-          for (const w of waiting.splice(0))
-            guard('channelsEnsured(false)', () => w.shell.channelsEnsured(w.ref, false));
+          guard('channelsEnsured(false)', () => subscription.failed());
           for (const o of observers)
             guard('close', () => o.session.close('world_shutdown', now, 1011, 'world session lost'));
           break;
@@ -411,33 +411,16 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
     }
   }
 
-  function ensure(shell: ObserverShell, ref: number, wants: readonly Need[]): void {
-    if (!up.isReady) {
-      waiting.push({ shell, ref, wants: [...wants] });
-      return;
-    }
-    const missing = wants
-      .filter((w) => up.channels.has(w.channel) && !up.grants.has(w.channel))
-      .map((w) => (w.rate_hz === null ? { channel: w.channel } : { channel: w.channel, rate_hz: w.rate_hz }));
-    if (missing.length === 0) {
-      shell.channelsEnsured(ref, true);
-      return;
-    }
-    const hubRef = nextRef++;
-    subscribing.set(hubRef, { shell, ref });
-    run(up.subscribe(missing, now, hubRef));
-  }
-
   const host = up.observerHost((base) => [{ binding: 'ws', url: `${base}/stream` }, { binding: 'inline' }]);
   const side: ObserverHubSide = {
     mode: 'streaming',
     highWaterBytes: 1 << 20,
     maxQueuedBytes: 1 << 22,
     frameObserver: { written: () => undefined, replaced: () => undefined },
-    ensureChannels: (shell, ref, wants) => ensure(shell, ref, wants),
+    ensureChannels: (shell, ref, wants) => subscription.ensure(shell, ref, wants),
     startChannel: () => undefined,
-    subscriptionsChanged: () => undefined,
-    ended: () => undefined,
+    subscriptionsChanged: () => subscription.narrowLater(),
+    ended: () => subscription.narrowLater(),
     note: () => undefined,
   };
 
@@ -610,7 +593,7 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
         case 'hubLost':
           if (!connected) break;
           connected = false;
-          subscribing.clear(); // the hub's session drops its unanswered requests
+          subscription.lost(); // the hub's session drops its unanswered requests
           run(guard('lost', () => up.lost()));
           break;
         case 'hubConnected':
@@ -727,6 +710,7 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
         case 'tick':
           now += step.ms;
           run(guard('tickTimers', () => up.tickTimers(now)));
+          guard('narrow', () => subscription.tick());
           for (const o of observers) guard('tickTimers', () => o.session.tickTimers(now));
           break;
       }

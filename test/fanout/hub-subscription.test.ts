@@ -1,0 +1,81 @@
+/**
+ * The hub's upstream subscription while observers come and go (AWP-MA-004: one observer's unsubscribe
+ * never takes a channel from another). Through a real edge in front of the demo arm world, its control
+ * connection through a relay that holds the world's messages WORLD_DELAY_MS (a world far away): the
+ * hub's `obs.unsubscribe` and `obs.subscribe` are in flight for longer than the hub's tick.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { PassThroughRelay } from '../harness/pass-through-relay.js';
+import type { Json, ObserverClient } from './observer-client.js';
+import { sleep, startRig, type Rig } from './rig.js';
+
+const WORLD_DELAY_MS = 150;
+/** Longer than the hub's tick (50 ms), at which it narrows; shorter than WORLD_DELAY_MS. */
+const AFTER_NARROW_MS = 80;
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function rig(): Promise<Rig> {
+  const r = await startRig({
+    world: { cameraBytes: 1024 },
+    upstream: async (url) => {
+      const relay = await PassThroughRelay.start(url, undefined, { worldDelayMs: WORLD_DELAY_MS });
+      cleanups.push(() => relay.close());
+      return relay.url;
+    },
+  });
+  cleanups.push(() => r.close());
+  return r;
+}
+
+function channelId(answer: Json, channel: string): number {
+  const list = answer.granted as { channel: string; channel_id: number }[];
+  const g = list.find((c) => c.channel === channel);
+  if (g === undefined) throw new Error(`${channel} not granted: ${JSON.stringify(list)}`);
+  return g.channel_id;
+}
+
+/** Frames of a granted channel keep arriving (the world still sends it to the hub). */
+async function framesFlow(o: ObserverClient, channel_id: number): Promise<void> {
+  const first = await o.waitFrame(channel_id, () => true, 3000);
+  await o.waitFrame(channel_id, (seq) => seq > first.seq, 3000);
+}
+
+describe('the hub narrows its upstream subscription without taking a channel from anyone', () => {
+  it('AWP-MA-004 a subscribe arriving while the hub unsubscribes the channel upstream gets its frames', async () => {
+    const r = await rig();
+    for (let round = 0; round < 3; round++) {
+      const a = await r.observer({ kind: 'inline', subscribe: [{ channel: 'proprio' }] });
+      const b = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+      // a's unsubscribe leaves proprio unneeded: at its next tick the hub unsubscribes it upstream.
+      // b asks for proprio before the world's answer to that is back.
+      expect((await a.call('obs.unsubscribe', { channels: ['proprio'] })).error).toBeUndefined();
+      await sleep(AFTER_NARROW_MS);
+      const answer = await b.call('obs.subscribe', { channels: [{ channel: 'proprio' }] });
+      expect(answer.error).toBeUndefined();
+      await framesFlow(b, channelId(answer.result as Json, 'proprio'));
+      a.close();
+      b.close();
+    }
+  });
+
+  it('AWP-MA-004 an observer leaving while another re-rates its channel upward does not stop the channel', async () => {
+    const r = await rig();
+    for (let round = 0; round < 3; round++) {
+      const a = await r.observer({ kind: 'inline', subscribe: [{ channel: 'proprio', rate_hz: 10 }] });
+      const b = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+      // b needs proprio at a higher rate than the hub carries: the hub asks the world. a leaves the
+      // channel meanwhile, and the hub narrows before the world's answer is back.
+      const sub = b.call('obs.subscribe', { channels: [{ channel: 'proprio', rate_hz: 50 }] });
+      expect((await a.call('obs.unsubscribe', { channels: ['proprio'] })).error).toBeUndefined();
+      const answer = await sub;
+      expect(answer.error).toBeUndefined();
+      await framesFlow(b, channelId(answer.result as Json, 'proprio'));
+      a.close();
+      b.close();
+    }
+  });
+});
