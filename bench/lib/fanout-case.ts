@@ -73,6 +73,8 @@ export interface CaseOptions {
   readonly relayVia?: 'own' | 'world';
   /** edge-uws: observers' stream connections on the edge's stream listener, a worker thread (`stream_listen`). */
   readonly streamListen?: boolean;
+  /** With `streamListen`: the worker thread's `stream_worker_nice`. */
+  readonly workerNice?: number;
 }
 
 export interface CaseProbe {
@@ -215,7 +217,9 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
           upstream: source.url,
           nofile: fds,
           ...(o.record !== undefined && { record: o.record }),
-          ...(o.streamListen === true && { extra: { stream_listen: '127.0.0.1:0' } }),
+          ...(o.streamListen === true && {
+            extra: { stream_listen: '127.0.0.1:0', stream_worker_nice: o.workerNice ?? 0 },
+          }),
         });
         started.push(edge.child);
         edgeChild = edge.child;

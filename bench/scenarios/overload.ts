@@ -17,6 +17,7 @@
  * (`stream_listen`): the observers' stream connections on its worker thread. AWP_BENCH_OVERLOAD_PIN=1 gives
  * the edge (all its threads) CPU 0 and the world and the generators CPU 1, for every case: the edge's
  * capacity and overload without the generators, whose number grows with the load, taking its CPU.
+ * AWP_BENCH_OVERLOAD_WORKER_NICE=N (with the stream listener) runs its worker thread at `stream_worker_nice: N`.
  */
 import { availableParallelism } from 'node:os';
 import { Child } from '../lib/child.js';
@@ -149,6 +150,8 @@ export interface OverloadSummary {
   readonly stream_listen: boolean;
   /** AWP_BENCH_OVERLOAD_PIN: the edge on CPU 0, the world and the generators on CPU 1. */
   readonly pinned: boolean;
+  /** AWP_BENCH_OVERLOAD_WORKER_NICE: the stream listener's `stream_worker_nice`. */
+  readonly stream_worker_nice: number;
   readonly method: string;
 }
 
@@ -266,6 +269,9 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
   const relayVia = via === 'own' || via === 'world' ? via : undefined;
   const streamListen = process.env.AWP_BENCH_OVERLOAD_STREAM_LISTEN === '1';
   const pin = process.env.AWP_BENCH_OVERLOAD_PIN === '1';
+  const workerNice = streamListen ? Number(process.env.AWP_BENCH_OVERLOAD_WORKER_NICE ?? 0) : 0;
+  if (!Number.isInteger(workerNice) || workerNice < 0 || workerNice > 19)
+    throw new Error('AWP_BENCH_OVERLOAD_WORKER_NICE: expected an integer 0-19');
   const out: OverloadEngine[] = [];
   for (const engine of engines) {
     const target = engine === 'uws' ? 'edge-uws' : 'edge-ws';
@@ -285,6 +291,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
           subscribeTolerant: true,
           ...(relayVia !== undefined && { relayVia }),
           streamListen: streamListen && engine === 'uws',
+          workerNice,
           ...(pin && { pinCore: 0, pinRest: 1 }),
           ...(probe !== undefined ? { probe } : {}),
         });
@@ -395,6 +402,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
     relay_via: relayVia ?? 'edge',
     stream_listen: streamListen,
     pinned: pin,
+    stream_worker_nice: workerNice,
     method: METHOD,
   };
 }

@@ -381,6 +381,12 @@ export const EDGE_SCHEMA = {
       description:
         'How agents reach the stream listener (ws(s)://HOST[:PORT]), when a proxy maps it to another host or port; default: public_url’s host (or the request’s) and stream_listen’s port.',
     },
+    stream_worker_nice: int(
+      0,
+      19,
+      0,
+      'The stream listener’s worker thread this much lower in priority than the main thread: its niceness is the process’s plus this, at most 19 (Linux only, as `nice -n`). Where the edge’s threads compete only with each other (in a container, whose threads niceness ranks among themselves), the main thread then runs first when both want the CPU: control messages, relay traffic and heartbeats wait less behind frame writes, and the worker writes in what is left. Where other processes share the cores, they take CPU from the worker too. Needs stream_listen.',
+    ),
     tls: TLS,
     budgets: BUDGETS,
     viewer: VIEWER,

@@ -131,6 +131,12 @@ function checkConfig(raw: unknown, p: Problems, env: Env): EdgeConfig {
     : undefined;
   if (streamPublicUrl !== undefined && file.stream_listen === undefined)
     p.fail('stream_public_url', 'needs stream_listen (the listener it names)');
+  const lowered = typeof file.stream_worker_nice === 'number' && file.stream_worker_nice > 0;
+  if (lowered && file.stream_listen === undefined)
+    p.fail('stream_worker_nice', 'needs stream_listen (the worker thread it lowers)');
+  // Elsewhere setpriority(pid 0) would lower the whole process, the main thread with it.
+  else if (lowered && process.platform !== 'linux')
+    p.fail('stream_worker_nice', `lowers one thread on Linux only, not ${process.platform}`);
 
   const defaults = shape.clean('agents')
     ? agentCredentials(p, file.agents ?? {}, 'agents', env, true)
@@ -160,6 +166,7 @@ function checkConfig(raw: unknown, p: Problems, env: Env): EdgeConfig {
     admin,
     stream_listen: streamListen,
     stream_public_url: streamPublicUrl,
+    stream_worker_nice: file.stream_worker_nice,
     public_url: publicUrl,
     engine: file.engine,
     log_level: file.log_level,

@@ -78,6 +78,8 @@ export interface EdgeConfig {
   readonly public_url?: string | undefined;
   /** Base URL agents reach the stream listener at; default: public_url's (or the Host's) host, its port. */
   readonly stream_public_url?: string | undefined;
+  /** Added to the process's niceness for the stream listener's worker thread (0: the same). */
+  readonly stream_worker_nice: number;
   readonly engine: EdgeFile['engine'];
   readonly log_level: EdgeFile['log_level'];
   readonly routes: readonly RouteConfig[];

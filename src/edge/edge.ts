@@ -202,6 +202,7 @@ export class Edge {
                 agentListener,
                 config.stream_listen!,
                 config.stream_public_url,
+                config.stream_worker_nice,
                 routes,
                 slices,
                 {
@@ -273,6 +274,7 @@ export class Edge {
         listen: `${config.listen.host}:${server.port}`,
         ...(streamServer !== undefined && {
           stream_listen: `${config.stream_listen!.host}:${streamServer.port}`,
+          ...(config.stream_worker_nice !== 0 && { stream_worker_nice: config.stream_worker_nice }),
         }),
         admin: `${config.admin.host}:${admin.port}`,
         store: store.kind,

@@ -18,6 +18,7 @@ export async function openStreamListener(
   agentListener: EngineOptions,
   address: ListenAddress,
   publicUrl: string | undefined,
+  nice: number,
   routes: readonly RouteRuntime[],
   slices: SliceLoop,
   hooks: {
@@ -32,6 +33,7 @@ export async function openStreamListener(
     upgrade: hooks.upgrade,
     onHandshakeClosed: hooks.handshakeClosed,
     plain: undefined, // the viewer is the agent listener's
+    nice,
   });
   for (const r of routes) r.enableStreamListener(server.port, publicUrl);
   if (server.backlog !== undefined) slices.follow(server.backlog);

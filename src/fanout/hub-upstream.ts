@@ -47,7 +47,7 @@ type Phase = 'idle' | 'dialing' | 'initializing' | 'opening' | 'resuming' | 'rea
 
 interface Pending {
   readonly method: string;
-  /** The request's number (its id's suffix): requests are answered in the order the world ran them. */
+  /** The request's number (its id's suffix): the world runs requests in the order they were sent. */
   readonly n: number;
   readonly sent_at: number;
   /** The caller's correlation of an `obs.subscribe`, returned in its `subscribed` effect. */
@@ -381,9 +381,9 @@ export class HubUpstream {
     const grants = readGrants(list);
     if (grants === null || n < this.grantsFrom) return;
     this.grantsFrom = n;
+    // An unsubscribe sent up to request n is in this answer; a later one is not yet.
     for (const [name, sent] of this.leaving) {
-      if (sent <= n)
-        this.leaving.delete(name); // the world ran the unsubscribe before this answer
+      if (sent <= n) this.leaving.delete(name);
       else grants.delete(name);
     }
     this.grants = grants;

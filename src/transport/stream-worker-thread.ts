@@ -4,6 +4,7 @@
  * not the main thread's, which answers control messages. Every decision stays on the main thread: this
  * thread forwards upgrades and socket events there, and carries out the operations it sends back.
  */
+import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ConnectionHandlers, ServerConnection, UpgradeOutcome } from './engine.js';
 import { listenUws } from './uws-engine.js';
@@ -28,6 +29,9 @@ interface Live {
 
 const port = parentPort!;
 const setup = workerData as WorkerSetup;
+// Added to the niceness this thread started with (the main thread's), as `nice -n` adds: lowering a
+// priority needs no privilege. On Linux setpriority(pid 0) is this thread's alone.
+if (setup.nice !== 0) setPriority(0, Math.min(19, getPriority(0) + setup.nice));
 const conns = new Map<number, Live>();
 /** Members of each topic, to report what a publish added to their buffers. */
 const members = new Map<string, Set<number>>();

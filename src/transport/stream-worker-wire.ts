@@ -18,6 +18,8 @@ export interface WorkerSetup {
     | { readonly cert: string; readonly key: string; readonly cert_file: string; readonly key_file: string }
     | undefined;
   readonly handshake: HandshakeLimits | undefined;
+  /** Added to the worker thread's niceness (0: the main thread's). */
+  readonly nice: number;
   /** Set to 1 by the worker once its server is closed (all its sockets), for a main thread that exits. */
   readonly closedFlag: Int32Array;
 }

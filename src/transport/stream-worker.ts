@@ -84,7 +84,7 @@ class StreamWorker implements WorkerSide {
   };
   port = 0;
 
-  constructor(private readonly opts: EngineOptions) {}
+  constructor(private readonly opts: StreamWorkerOptions) {}
 
   /** Starts the worker; rejects with the engine's reason when it cannot listen. */
   start(): Promise<void> {
@@ -95,6 +95,7 @@ class StreamWorker implements WorkerSide {
       pingIntervalMs: this.opts.pingIntervalMs,
       tls: this.opts.tls,
       handshake: this.opts.handshake,
+      nice: this.opts.nice,
       closedFlag: new Int32Array(new SharedArrayBuffer(4)),
     };
     const worker = spawnThread(setup);
@@ -400,12 +401,17 @@ function spawnThread(setup: WorkerSetup): Worker {
   return new Worker(boot, { eval: true, workerData: setup, name });
 }
 
+/** The engine's options, and how much the worker thread's niceness exceeds the main thread's. */
+export interface StreamWorkerOptions extends EngineOptions {
+  readonly nice: number;
+}
+
 /**
  * Listens with uWebSockets.js on a worker thread. The options are the engine's; `plain` is not served
  * there (a plain request is answered 426), and `upgrade`, `onError` and `onHandshakeClosed` run on the
  * calling thread.
  */
-export async function listenStreamWorker(opts: EngineOptions): Promise<AgentServer> {
+export async function listenStreamWorker(opts: StreamWorkerOptions): Promise<AgentServer> {
   const w = new StreamWorker(opts);
   await w.start();
   process.on('exit', w.onExit);

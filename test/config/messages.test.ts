@@ -37,8 +37,8 @@ describe('shape messages', () => {
 
   it('unknown keys list what is known, before the other problems of their mapping', () => {
     const top = Object.keys(EDGE_SCHEMA.properties);
-    expect(top.slice(0, 15)).toEqual(
-      'listen, admin, public_url, engine, log_level, agents, routes, timing, transport, store, drain, webtransport, stream_listen, stream_public_url, tls'.split(
+    expect(top.slice(0, 16)).toEqual(
+      'listen, admin, public_url, engine, log_level, agents, routes, timing, transport, store, drain, webtransport, stream_listen, stream_public_url, stream_worker_nice, tls'.split(
         ', ',
       ),
     );

@@ -6,6 +6,7 @@
  * connections and nothing else; hostile input on it is contained to its connection; closing the edge frees
  * its port. Runs where uWebSockets.js loads; the configuration check runs everywhere.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { createConnection, createServer, type AddressInfo, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -35,6 +36,20 @@ describe('stream_listen configuration', () => {
     );
     expect(() => validateConfig({ ...raw, stream_listen: 'nowhere' }, 'edge.yaml', {})).toThrow(
       /stream_listen/,
+    );
+  });
+
+  it('stream_worker_nice is 0-19 and needs stream_listen', () => {
+    const raw = { ...WITH_LISTENER, engine: 'uws' };
+    expect(validateConfig(raw, 'edge.yaml', {}).stream_worker_nice).toBe(0);
+    expect(validateConfig({ ...raw, stream_worker_nice: 10 }, 'edge.yaml', {}).stream_worker_nice).toBe(10);
+    for (const bad of [-1, 20, 2.5, '5'])
+      expect(() => validateConfig({ ...raw, stream_worker_nice: bad }, 'edge.yaml', {})).toThrow(
+        /stream_worker_nice: expected/,
+      );
+    const { stream_listen: _, ...noListener } = raw;
+    expect(() => validateConfig({ ...noListener, stream_worker_nice: 5 }, 'edge.yaml', {})).toThrow(
+      /stream_worker_nice: needs stream_listen \(the worker thread it lowers\)/,
     );
   });
 
@@ -171,6 +186,24 @@ describe.skipIf(!uwsAvailability().ok)('observers stream on the stream listener 
     expect(new URL(o.endpoint()).pathname).toMatch(/^\/arm/);
     await until(() => o.log('proprio').count > 30, 10_000, 'frames through the proxy');
     expect(o.log('proprio').orderViolations).toEqual([]);
+  });
+
+  it('stream_worker_nice lowers the worker thread alone, by that much; frames still flow', async () => {
+    const r = await startRig({
+      edge: { engine: 'uws', stream_listen: '127.0.0.1:0', stream_worker_nice: 7 },
+    });
+    cleanups.push(() => r.close());
+    const o = await r.observer({ kind: 'ws', subscribe: [{ channel: 'proprio' }] });
+    await until(() => o.log('proprio').count > 20, 10_000, 'proprio frames on the stream listener');
+    // Field 19 of /proc/<tid>/stat is the thread's niceness (after the parenthesised name).
+    const nice = (stat: string) => Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    const main = nice(readFileSync('/proc/self/stat', 'utf8'));
+    const threads = readdirSync('/proc/self/task').map((t) =>
+      nice(readFileSync(`/proc/self/task/${t}/stat`, 'utf8')),
+    );
+    const lowered = Math.min(19, main + 7);
+    expect(threads.filter((n) => n === lowered)).toHaveLength(1);
+    expect(threads.filter((n) => n !== main && n !== lowered)).toEqual([]);
   });
 
   it('closing the edge closes the streams and frees the stream listener’s port', async () => {

@@ -32,10 +32,12 @@ export const ENGINES: readonly EngineCase[] = [
     listen: async (opts) => (await import('../../src/transport/uws-engine.js')).listenUws(opts),
   },
   {
-    // uWebSockets.js on a worker thread, as observers' stream connections are served (`stream_listen`).
+    // uWebSockets.js on a worker thread, as observers' stream connections are served (`stream_listen`),
+    // at a lower priority (`stream_worker_nice`): the engine behaves the same.
     name: 'uws-worker',
     unavailable: uws.ok ? undefined : uws.reason,
-    listen: async (opts) => (await import('../../src/transport/stream-worker.js')).listenStreamWorker(opts),
+    listen: async (opts) =>
+      (await import('../../src/transport/stream-worker.js')).listenStreamWorker({ ...opts, nice: 5 }),
   },
 ];
 
