@@ -80,6 +80,8 @@ export class HubSubscription<A extends ChannelAsker> {
     this.subscribing.delete(hubRef);
     ask.asker.channelsEnsured(ask.ref, ok);
     this.ctx.changed();
+    // Its asker may have left meanwhile: what it asked for may be nobody's now.
+    this.narrowDue = true;
   }
 
   /** The upstream session is ready: waiting requests go ahead. */

@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { PassThroughRelay } from '../harness/pass-through-relay.js';
 import type { Json, ObserverClient } from './observer-client.js';
-import { sleep, startRig, type Rig } from './rig.js';
+import { sleep, startRig, until, type Rig } from './rig.js';
 
 const WORLD_DELAY_MS = 150;
 /** Longer than the hub's tick (50 ms), at which it narrows; shorter than WORLD_DELAY_MS. */
@@ -77,5 +77,26 @@ describe('the hub narrows its upstream subscription without taking a channel fro
       a.close();
       b.close();
     }
+  });
+
+  it('AWP-MA-004 a channel asked for by an observer that left before the world answered is dropped upstream', async () => {
+    const r = await rig();
+    const a = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+    const b = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+    const hub = r.hubs()[0]!;
+    expect(hub.grants().has('proprio')).toBe(false);
+    // b asks for proprio and leaves while the hub's subscribe is with the world.
+    b.send({
+      jsonrpc: '2.0',
+      id: 'p',
+      method: 'obs.subscribe',
+      params: { channels: [{ channel: 'proprio' }] },
+    });
+    await until(() => r.worldSessions().length > 0 && b.log('state').count > 0, 3000, 'b streaming');
+    b.close();
+    await until(() => hub.grants().has('proprio'), 3000, 'the world granting proprio to the hub');
+    // Nobody needs it: the hub drops it at its next tick.
+    await until(() => !hub.grants().has('proprio'), 3000, 'proprio dropped upstream');
+    expect(a.log('state').count).toBeGreaterThan(0);
   });
 });
