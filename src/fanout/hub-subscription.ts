@@ -42,7 +42,7 @@ export class HubSubscription<A extends ChannelAsker> {
   /** Requests in an upstream `obs.subscribe`, by the hub's correlation of it. */
   private readonly subscribing = new Map<number, Ask<A>>();
   private nextRef = 1;
-  /** An observer unsubscribed or ended since the last tick. */
+  /** An observer unsubscribed or ended, or a subscribe was answered, since the last tick. */
   private narrowDue = false;
 
   constructor(private readonly ctx: HubSubscriptionContext<A>) {}
@@ -80,8 +80,7 @@ export class HubSubscription<A extends ChannelAsker> {
     this.subscribing.delete(hubRef);
     ask.asker.channelsEnsured(ask.ref, ok);
     this.ctx.changed();
-    // Its asker may have left meanwhile: what it asked for may be nobody's now.
-    this.narrowDue = true;
+    this.narrowLater(); // its asker may have left meanwhile: what it asked for may be nobody's now
   }
 
   /** The upstream session is ready: waiting requests go ahead. */
@@ -94,8 +93,12 @@ export class HubSubscription<A extends ChannelAsker> {
     for (const w of this.waiting.splice(0)) w.asker.channelsEnsured(w.ref, false);
   }
 
-  /** The control connection dropped: the session's unanswered requests stay unanswered. */
+  /**
+   * The control connection dropped, and with it the world's answers to requests in flight: they wait for
+   * the session again (resumed, the world's grants say what it carries; failed, they are refused).
+   */
   lost(): void {
+    this.waiting.push(...this.subscribing.values());
     this.subscribing.clear();
   }
 

@@ -18,13 +18,17 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
+/** The rig, and the relay in front of its world. */
+let relay: PassThroughRelay;
+
 async function rig(): Promise<Rig> {
   const r = await startRig({
     world: { cameraBytes: 1024 },
     upstream: async (url) => {
-      const relay = await PassThroughRelay.start(url, undefined, { worldDelayMs: WORLD_DELAY_MS });
-      cleanups.push(() => relay.close());
-      return relay.url;
+      const started = await PassThroughRelay.start(url, undefined, { worldDelayMs: WORLD_DELAY_MS });
+      cleanups.push(() => started.close());
+      relay = started;
+      return started.url;
     },
   });
   cleanups.push(() => r.close());
@@ -98,5 +102,16 @@ describe('the hub narrows its upstream subscription without taking a channel fro
     // Nobody needs it: the hub drops it at its next tick.
     await until(() => !hub.grants().has('proprio'), 3000, 'proprio dropped upstream');
     expect(a.log('state').count).toBeGreaterThan(0);
+  });
+
+  it('a subscribe in flight when the hub loses its world connection is answered once the hub resumes', async () => {
+    const r = await rig();
+    const b = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+    const sub = b.call('obs.subscribe', { channels: [{ channel: 'proprio' }] }, 10_000);
+    await sleep(WORLD_DELAY_MS / 3); // the hub's subscribe is with the world
+    relay.drop();
+    const answer = await sub;
+    expect(answer.error).toBeUndefined();
+    await framesFlow(b, channelId(answer.result as Json, 'proprio'));
   });
 });

@@ -117,6 +117,12 @@ export class PassThroughRelay {
     worldWs.on('error', () => undefined);
   }
 
+  /** Drops every connection it relays (both sides, as a network failure would); keeps listening. */
+  drop(): void {
+    for (const ws of this.sockets) ws.terminate();
+    this.sockets.clear();
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.sockets].map((ws) => terminateAndWait(ws, 1000)));
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
