@@ -385,7 +385,7 @@ export const EDGE_SCHEMA = {
       0,
       19,
       0,
-      'The stream listener’s worker thread this much lower in priority than the main thread: its niceness is the process’s plus this, at most 19 (Linux only, as `nice -n`). Where the edge’s threads compete only with each other (in a container, whose threads niceness ranks among themselves), the main thread then runs first when both want the CPU: control messages, relay traffic and heartbeats wait less behind frame writes, and the worker writes in what is left. Where other processes share the cores, they take CPU from the worker too. Needs stream_listen.',
+      'The stream listener’s worker thread this much lower in priority than the main thread: its niceness is the process’s plus this, at most 19 (Linux only, as `nice -n`). Where the edge’s threads compete only with each other (in a container: niceness ranks a container’s own threads), the main thread then runs first when both want the CPU: control messages, relay traffic and heartbeats wait less behind frame writes, and the worker writes in what is left. Where other processes share the cores, they take CPU from the worker too. Needs stream_listen.',
     ),
     tls: TLS,
     budgets: BUDGETS,
