@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARM_POSES, startArmAgent } from '../../src/demo/agents/arm-agent.js';
+import { AgentConnection } from '../../src/demo/agents/connection.js';
 import { GRID_GOALS, startGridAgent } from '../../src/demo/agents/grid-agent.js';
 import { ARM_DEFAULTS } from '../../src/demo/config.js';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
@@ -32,6 +33,17 @@ describe('demo agents through the edge', () => {
     await edge?.close();
     await arm?.close();
     await grid?.close();
+  });
+
+  it('an agent connection waited on for every move adds one close listener, not one per wait', async () => {
+    const conn = await AgentConnection.open(edge!.url('/worlds/arm'), AGENT_TOKEN, () => undefined);
+    const ws = (conn as unknown as { ws: { listenerCount(event: string): number } }).ws;
+    const before = ws.listenerCount('close');
+    const waits = Array.from({ length: 50 }, () => conn.whenClosed());
+    expect(ws.listenerCount('close')).toBe(before);
+    conn.close();
+    await Promise.all(waits);
+    await conn.whenClosed(); // closed: resolves at once
   });
 
   it('the arm agent moves arm_01 to one reachable pose after another', async () => {

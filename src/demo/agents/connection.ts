@@ -31,6 +31,8 @@ export class AgentConnection {
     { method: string; resolve: (v: Json) => void; reject: (e: Error) => void }
   >();
   private closedWith: Error | undefined;
+  /** One promise however often an agent waits on it (a listener per wait would pile up, a move each). */
+  private readonly closedPromise: Promise<void>;
 
   private constructor(
     private readonly ws: WebSocket,
@@ -39,11 +41,14 @@ export class AgentConnection {
     ws.on('message', (data, binary) => {
       if (!binary) this.receive(text(data));
     });
-    ws.on('close', (code) => {
-      this.closedWith = new Error(`connection closed (${code})`);
-      for (const p of this.pending.values()) p.reject(this.closedWith);
-      this.pending.clear();
-    });
+    this.closedPromise = new Promise((resolve) =>
+      ws.on('close', (code) => {
+        this.closedWith = new Error(`connection closed (${code})`);
+        for (const p of this.pending.values()) p.reject(this.closedWith);
+        this.pending.clear();
+        resolve();
+      }),
+    );
   }
 
   static open(
@@ -65,8 +70,7 @@ export class AgentConnection {
 
   /** Resolves when the connection is closed (by either side). */
   whenClosed(): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    return new Promise((resolve) => this.ws.once('close', () => resolve()));
+    return this.closedPromise;
   }
 
   call(method: string, params: Json, timeoutMs = 10_000): Promise<Json> {
