@@ -48,39 +48,45 @@ async function framesFlow(o: ObserverClient, channel_id: number): Promise<void> 
   await o.waitFrame(channel_id, (seq) => seq > first.seq, 3000);
 }
 
+/**
+ * Three rounds of: observer a on `aChannel`, observer b on state; `race` makes b subscribe proprio while
+ * a leaves it and returns b's answer, after which b's proprio frames must flow.
+ */
+async function rounds(
+  aChannel: { channel: string; rate_hz?: number },
+  race: (a: ObserverClient, b: ObserverClient) => Promise<Json>,
+): Promise<void> {
+  const r = await rig();
+  for (let round = 0; round < 3; round++) {
+    const a = await r.observer({ kind: 'inline', subscribe: [aChannel] });
+    const b = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+    const answer = await race(a, b);
+    expect(answer.error).toBeUndefined();
+    await framesFlow(b, channelId(answer.result as Json, 'proprio'));
+    a.close();
+    b.close();
+  }
+}
+
 describe('the hub narrows its upstream subscription without taking a channel from anyone', () => {
   it('AWP-MA-004 a subscribe arriving while the hub unsubscribes the channel upstream gets its frames', async () => {
-    const r = await rig();
-    for (let round = 0; round < 3; round++) {
-      const a = await r.observer({ kind: 'inline', subscribe: [{ channel: 'proprio' }] });
-      const b = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+    await rounds({ channel: 'proprio' }, async (a, b) => {
       // a's unsubscribe leaves proprio unneeded: at its next tick the hub unsubscribes it upstream.
       // b asks for proprio before the world's answer to that is back.
       expect((await a.call('obs.unsubscribe', { channels: ['proprio'] })).error).toBeUndefined();
       await sleep(AFTER_NARROW_MS);
-      const answer = await b.call('obs.subscribe', { channels: [{ channel: 'proprio' }] });
-      expect(answer.error).toBeUndefined();
-      await framesFlow(b, channelId(answer.result as Json, 'proprio'));
-      a.close();
-      b.close();
-    }
+      return b.call('obs.subscribe', { channels: [{ channel: 'proprio' }] });
+    });
   });
 
   it('AWP-MA-004 an observer leaving while another re-rates its channel upward does not stop the channel', async () => {
-    const r = await rig();
-    for (let round = 0; round < 3; round++) {
-      const a = await r.observer({ kind: 'inline', subscribe: [{ channel: 'proprio', rate_hz: 10 }] });
-      const b = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+    await rounds({ channel: 'proprio', rate_hz: 10 }, async (a, b) => {
       // b needs proprio at a higher rate than the hub carries: the hub asks the world. a leaves the
       // channel meanwhile, and the hub narrows before the world's answer is back.
       const sub = b.call('obs.subscribe', { channels: [{ channel: 'proprio', rate_hz: 50 }] });
       expect((await a.call('obs.unsubscribe', { channels: ['proprio'] })).error).toBeUndefined();
-      const answer = await sub;
-      expect(answer.error).toBeUndefined();
-      await framesFlow(b, channelId(answer.result as Json, 'proprio'));
-      a.close();
-      b.close();
-    }
+      return sub;
+    });
   });
 
   it('AWP-MA-004 a channel asked for by an observer that left before the world answered is dropped upstream', async () => {
