@@ -81,9 +81,9 @@ export interface CaseProbe {
   /**
    * After the observers opened, before they subscribe (so that an overloaded edge cannot keep the probe
    * from opening): `url` is the route the observers use; `relayUrl` where its relay session goes instead
-   * (`relayVia`).
+   * (`relayVia`); `worldUrl` the world behind the edge (edge targets), for a baseline under the same load.
    */
-  ready(url: string, origin: string, relayUrl?: string): Promise<void>;
+  ready(url: string, origin: string, relayUrl?: string, worldUrl?: string): Promise<void>;
   /** At the window's start, right after the generators'. */
   begin(): Promise<void>;
   /** At the window's end, right before the generators'; its answer becomes the result's `probe`. */
@@ -159,6 +159,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
     let serverPid: number;
     let url: string;
     let relayUrl: string | undefined;
+    let worldUrl: string | undefined;
     let worldPid: number | undefined;
     let edgeChild: Child | undefined;
     let publisher: Child | undefined;
@@ -226,6 +227,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
         serverPid = edge.child.pid;
         worldPid = source.child.pid;
         url = edge.url;
+        worldUrl = source.url;
         if (o.relayVia === 'world') relayUrl = source.url;
         if (o.relayVia === 'own') {
           const second = await startEdge(ctx.runtime, { engine, upstream: source.url });
@@ -256,7 +258,7 @@ export async function runCase(ctx: BenchContext, o: CaseOptions): Promise<CaseRe
       origin: source.origin,
       channelNames: { 1: 'proprio', 2: 'camera' },
     });
-    await o.probe?.ready(url, source.origin, relayUrl);
+    await o.probe?.ready(url, source.origin, relayUrl, worldUrl);
     const subscribed =
       o.target === 'raw-uws'
         ? { ms: 0, failed: 0 }

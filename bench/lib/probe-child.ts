@@ -1,10 +1,12 @@
 /**
  * The overload benchmark's probe, in its own process: one observer session of the fan-out workload on the
- * `ws` stream binding and one acting (relay) session, both on the edge. Inside a window it pings on both
+ * `ws` stream binding and one acting (relay) session, both on the edge, and (given `worldUrl`) a session
+ * straight to the world, the relay's baseline under the same load. Inside a window it pings on all of them
  * every `intervalMs` on a fixed cadence (a ping never waits for the previous answer, so a stall shows as
  * many slow pings, not one): the observer's pings are the edge's to answer, the relay session's travel to
- * the world and back. It records each frame's age on arrival (receipt - ts_mono_ns on the shared
- * CLOCK_MONOTONIC, with the world's origin) and when the peer's heartbeat pings arrive on each session.
+ * the world and back, the direct session's are the world's alone. It records each frame's age on arrival
+ * (receipt - ts_mono_ns on the shared CLOCK_MONOTONIC, with the world's origin) and when the peer's
+ * heartbeat pings arrive on each session.
  */
 import { performance } from 'node:perf_hooks';
 import { AwpSession } from './awp-session.js';
@@ -26,13 +28,15 @@ interface Pinger {
 let origin = 0n;
 let observer: AwpSession | null = null;
 let relay: AwpSession | null = null;
+let direct: AwpSession | null = null;
 const names = new Map<number, string>();
 const ages = new Map<string, LogHistogram>();
 const frames = new Map<string, number>();
 const facts: FrameFacts = { channel_id: 0, seq: 0, flags: 0, ts_send_ns: -1 };
 let measuring = false;
 let timer: NodeJS.Timeout | undefined;
-let pingers: Pinger[] = [];
+/** The window's pingers by session: the observer's, the relay's and the direct one's (if opened). */
+let pingers: { obs: Pinger; rel?: Pinger | undefined; dir?: Pinger | undefined } | null = null;
 let windowStart = 0n;
 let eluStart = performance.eventLoopUtilization();
 
@@ -128,18 +132,28 @@ serve(
         await relay.initialize('awp-edge-bench-relay-probe');
         await relay.open([], m.embodiment);
       }
+      if (typeof m.worldUrl === 'string') {
+        direct = await AwpSession.connect(m.worldUrl, credential);
+        await direct.initialize('awp-edge-bench-direct-probe');
+        await direct.open([]);
+      }
       return { grants: [...names.values()] };
     },
     begin: (m: Message) => {
       ages.clear();
       frames.clear();
-      pingers = [observer!, ...(relay !== null ? [relay] : [])].map(pinger);
+      const p = {
+        obs: pinger(observer!),
+        rel: relay !== null ? pinger(relay) : undefined,
+        dir: direct !== null ? pinger(direct) : undefined,
+      };
+      pingers = p;
       windowStart = process.hrtime.bigint();
       eluStart = performance.eventLoopUtilization();
       measuring = true;
       const interval = m.intervalMs as number;
       timer = setInterval(() => {
-        for (const p of pingers) ping(p);
+        for (const q of [p.obs, p.rel, p.dir]) if (q !== undefined) ping(q);
       }, interval);
       return {};
     },
@@ -148,17 +162,18 @@ serve(
       clearInterval(timer);
       const end = process.hrtime.bigint();
       const wallS = Number(end - windowStart) / 1e9;
-      const [obs, rel] = pingers;
+      const { obs, rel, dir } = pingers!;
       return {
         wall_ms: Math.round(wallS * 1000),
-        observer_ping: summary(obs!, end),
-        observer_heartbeats: heartbeatGaps(obs!.heartbeats, end, heartbeatMs(obs!.session)),
+        observer_ping: summary(obs, end),
+        observer_heartbeats: heartbeatGaps(obs.heartbeats, end, heartbeatMs(obs.session)),
         ...(rel !== undefined
           ? {
               relay_ping: summary(rel, end),
               relay_heartbeats: heartbeatGaps(rel.heartbeats, end, heartbeatMs(rel.session)),
             }
           : {}),
+        ...(dir !== undefined ? { direct_ping: summary(dir, end) } : {}),
         age: Object.fromEntries([...ages].map(([k, h]) => [k, h.summary()])),
         fps: Object.fromEntries([...frames].map(([k, n]) => [k, round(n / wallS)])),
         closed: { observer: observer?.closedCode ?? null, relay: relay?.closedCode ?? null },
@@ -168,6 +183,7 @@ serve(
     close: () => {
       observer?.destroy();
       relay?.destroy();
+      direct?.destroy();
       return {};
     },
   },

@@ -256,9 +256,11 @@ export function checkTargets(results: Record<string, unknown>): TargetCheck[] {
         viaEdge ? at.relay_added_p99_ms : null,
         '<= 5 ms',
         (v) => v <= 5,
-        viaEdge
-          ? undefined
-          : `not the edge's: the relay went via ${over!.relay_via} (AWP_BENCH_OVERLOAD_RELAY_VIA), +${at.relay_added_p99_ms} ms`,
+        !viaEdge
+          ? `not the edge's: the relay went via ${over!.relay_via} (AWP_BENCH_OVERLOAD_RELAY_VIA), +${at.relay_added_p99_ms} ms`
+          : at.direct_ms != null
+            ? `the world answering directly in the same window: p99 ${at.direct_ms.p99} ms (the relay +${at.relay_over_direct_p99_ms} ms over it)`
+            : undefined,
       ),
       check(
         `${w}: edge event-loop delay p99 (ms)`,

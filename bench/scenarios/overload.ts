@@ -2,8 +2,9 @@
  * Overload: the edge offered more frames than it can write, and what happens to control. One demo arm world
  * (100 Hz proprio, 30 Hz 64 KiB camera), N observers of both channels on the `ws` stream binding, and a
  * probe in its own process (bench/lib/probe-child.ts): an observer of both channels that pings the edge
- * every 50 ms and times frame ages, and a relay agent (`arm_01`) pinging the world through the edge every
- * 50 ms. The edge's event-loop delay comes from its process (bench/lib/edge-child.ts).
+ * every 50 ms and times frame ages, a relay agent (`arm_01`) pinging the world through the edge every
+ * 50 ms, and a session of its own pinging the world directly on the same tick (what the world alone takes
+ * under the same load). The edge's event-loop delay comes from its process (bench/lib/edge-child.ts).
  *
  * In the same run, per engine: the probe alone (idle: the baselines), then the edge's capacity (a ramp of
  * observers until it no longer delivers what is offered; capacity = the most frames/s it delivered), then
@@ -61,6 +62,7 @@ interface ProbeReport {
   readonly observer_heartbeats: Heartbeats;
   readonly relay_ping?: PingReport;
   readonly relay_heartbeats?: Heartbeats;
+  readonly direct_ping?: PingReport;
   readonly age: Record<string, LatencySummary>;
   readonly fps: Record<string, number>;
   readonly closed: { observer: number | null; relay: number | null };
@@ -86,6 +88,12 @@ export interface OverloadCase {
   readonly ping_ms: { p50: number; p99: number; max: number; unanswered: number };
   readonly relay_ms: { p50: number; p99: number; max: number; unanswered: number } | null;
   readonly relay_added_p99_ms: number | null;
+  /**
+   * The world answering a session of its own in the same window (no edge), and what the relay's p99 had
+   * over it: the edge's share of the relay under this load, apart from the machine's.
+   */
+  readonly direct_ms: { p50: number; p99: number; max: number; unanswered: number } | null;
+  readonly relay_over_direct_p99_ms: number | null;
   readonly loop_delay_ms: LoopDelay | string | null;
   readonly age_ms: Record<string, { p50: number; p99: number; max: number }>;
   readonly probe_fps: Record<string, number>;
@@ -158,19 +166,21 @@ export interface OverloadSummary {
 const METHOD =
   'Fresh processes per case (world, edge, generators at 250 observers each, the probe). Observers open, the ' +
   'probe opens, observers subscribe proprio and camera; warm-up; then a window in which generators count frames, the probe pings on a ' +
-  'fixed 50 ms cadence on its observer session (answered by the edge) and its relay session (answered by the ' +
-  "world), and records frame age = receipt - ts_mono_ns and the peers' heartbeat pings. Pings unanswered at the " +
+  'fixed 50 ms cadence on its observer session (answered by the edge), its relay session (answered by the ' +
+  "world) and a session of its own straight to the world (the relay's baseline under the same load), and " +
+  "records frame age = receipt - ts_mono_ns and the peers' heartbeat pings. Pings unanswered at the " +
   "window's end count at their age then. A heartbeat more than half an interval late counts as missed. " +
   "Capacity: a ramp from 100 observers (then ~60 % of one core's worth, x1.35 per step) until delivered < 97 % " +
   'of offered and no more than 5 % above the best step; the most frames/s delivered, and the frames per edge ' +
   'CPU-second at that step (the baseline of efficiency_vs_capacity). Relay added = p99 under load - p99 idle ' +
-  '(the probe alone). A case the generators cannot set up (the edge drops or does not answer them) is reported ' +
-  'as not measured; obs.subscribe failures are counted.';
+  "(the probe alone); relay over direct = its p99 - the direct session's p99 in the same window. A case the " +
+  'generators cannot set up (the edge drops or does not answer them) is reported as not measured; ' +
+  'obs.subscribe failures are counted.';
 
 function probeFor(ctx: BenchContext): CaseProbe & { stop(): Promise<void> } {
   let child: Child | undefined;
   return {
-    ready: async (url, origin, relayUrl) => {
+    ready: async (url, origin, relayUrl, worldUrl) => {
       child = await Child.start('bench/lib/probe-child.ts', [], {
         node: ctx.runtime.node,
         build: ctx.runtime.build,
@@ -181,6 +191,7 @@ function probeFor(ctx: BenchContext): CaseProbe & { stop(): Promise<void> } {
         {
           url,
           ...(relayUrl !== undefined && { relayUrl }),
+          ...(worldUrl !== undefined && { worldUrl }),
           origin,
           credential: BENCH_TOKEN,
           channels: SUBSCRIBE_ALL,
@@ -215,6 +226,7 @@ function condense(
       ? null
       : { p50: ms(x.rtt.p50_us), p99: ms(x.rtt.p99_us), max: ms(x.rtt.max_us), unanswered: x.unanswered };
   const relay = lat(p.relay_ping);
+  const direct = lat(p.direct_ping);
   const delivered = r.healthy.delivered_fps;
   return {
     label,
@@ -229,6 +241,8 @@ function condense(
     ping_ms: lat(p.observer_ping)!,
     relay_ms: relay,
     relay_added_p99_ms: relay !== null && idleRelayP99 !== null ? diff(relay.p99, idleRelayP99) : null,
+    direct_ms: direct,
+    relay_over_direct_p99_ms: relay !== null && direct !== null ? diff(relay.p99, direct.p99) : null,
     loop_delay_ms: r.edge_loop_delay_ms ?? null,
     age_ms: Object.fromEntries(
       Object.entries(p.age).map(([k, a]) => [k, { p50: ms(a.p50_us), p99: ms(a.p99_us), max: ms(a.max_us) }]),
@@ -301,7 +315,9 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
     };
     ctx.log(`overload: ${target}, idle (the probe alone, ${window} s)`);
     const idle = condense('idle', await run(0, window, true), null, null);
-    ctx.log(`  ping p99 ${idle.ping_ms.p99} ms, relay p99 ${idle.relay_ms?.p99} ms`);
+    ctx.log(
+      `  ping p99 ${idle.ping_ms.p99} ms, relay p99 ${idle.relay_ms?.p99} ms (the world directly ${idle.direct_ms?.p99} ms)`,
+    );
 
     // Capacity: more observers each step while the edge delivers the offer, or still delivers more than
     // before (one noisy step on a shared machine does not end the ramp).
@@ -378,7 +394,7 @@ export async function runOverload(ctx: BenchContext): Promise<OverloadSummary> {
           : c.loop_delay_ms;
       ctx.log(
         `  delivered ${c.delivered_fps} fps (${c.delivered_vs_capacity} of capacity, ${c.efficiency_vs_capacity} of the capacity step's ` +
-          `frames per CPU-second), ping p99 ${c.ping_ms.p99} ms, relay p99 ${c.relay_ms?.p99} ms, loop p99 ${String(loop)} ms, ` +
+          `frames per CPU-second), ping p99 ${c.ping_ms.p99} ms, relay p99 ${c.relay_ms?.p99} ms (the world directly ${c.direct_ms?.p99} ms), loop p99 ${String(loop)} ms, ` +
           `proprio age p99 ${c.age_ms.proprio?.p99} ms, heartbeats missed ${c.heartbeats.observer_missed}+${c.heartbeats.relay_missed}, ` +
           `closed ${c.heartbeats.sessions_closed}, subscribe failures ${c.subscribe_failures}; edge threads ` +
           `${JSON.stringify(c.edge_threads)}, generators waited ${c.generators_runqueue_wait_pct} %, machine busy ${c.machine?.busy_pct} % of ${availableParallelism() * 100}`,
