@@ -11,8 +11,9 @@ import { WebTransport } from '@fails-components/webtransport';
 import WebSocket from 'ws';
 import { FLAG_KEYFRAME, FLAG_RESYNC, peekFrame, createFrameHeader } from '../../src/protocol/frame.js';
 import { FrameSplitter } from '../../src/transport/webtransport-framing.js';
+import { JsonInbox, type Json } from '../support/json-inbox.js';
 
-export type Json = Record<string, unknown>;
+export type { Json };
 
 /** How frames reach the observer: inline on the control connection, or a stream binding. */
 export type ObserverKind = 'inline' | 'ws' | 'webtransport';
@@ -94,13 +95,11 @@ export const DEFAULT_MODALITIES = ['proprio/json', 'image/raw', 'text/event+json
 const header = createFrameHeader();
 const INLINE_PREFIX_SCAN = 64;
 
-export class ObserverClient {
+export class ObserverClient extends JsonInbox {
   readonly channels = new Map<number, ChannelLog>();
   /** Channel name -> id and id -> name, from the grant lists the observer was given. */
   readonly ids = new Map<string, number>();
   readonly names = new Map<number, string>();
-  /** Every JSON message received other than frames and pings, in order. */
-  readonly messages: Json[] = [];
   ready: Json | null = null;
   stream: WebSocket | null = null;
   /** The `webtransport` stream connection (one incoming stream per channel). */
@@ -112,7 +111,6 @@ export class ObserverClient {
   stalled = false;
   private streamEverUp = false;
   private nextId = 1;
-  private readonly waiters: { match: (m: Json) => boolean; resolve: (m: Json) => void }[] = [];
   private readonly closeWaiters: (() => void)[] = [];
   private readonly origin: bigint;
   /** Set to observe each frame as it arrives (after recording). */
@@ -122,6 +120,7 @@ export class ObserverClient {
     readonly control: WebSocket,
     readonly options: ObserverOptions,
   ) {
+    super();
     this.origin = options.clockOrigin ?? 0n;
   }
 
@@ -329,15 +328,7 @@ export class ObserverClient {
       }
       return;
     }
-    this.messages.push(msg);
-    for (let i = 0; i < this.waiters.length; i++) {
-      const w = this.waiters[i]!;
-      if (w.match(msg)) {
-        this.waiters.splice(i, 1);
-        w.resolve(msg);
-        break;
-      }
-    }
+    this.take(msg);
   }
 
   /** An `obs.frame`: the payload is skipped (only its size is kept), the rest parsed. */
@@ -446,49 +437,16 @@ export class ObserverClient {
     return (id === undefined ? undefined : this.channels.get(id)) ?? new ChannelLog();
   }
 
-  waitFor(match: (m: Json) => boolean, timeoutMs = 5000, what = 'a message', fromIndex = 0): Promise<Json> {
-    const seen = this.messages.slice(fromIndex).find(match);
-    if (seen !== undefined) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      const waiter = {
-        match,
-        resolve: (m: Json) => {
-          clearTimeout(timer);
-          resolve(m);
-        },
-      };
-      const timer = setTimeout(() => {
-        this.waiters.splice(this.waiters.indexOf(waiter), 1);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      }, timeoutMs);
-      this.waiters.push(waiter);
-    });
-  }
-
-  waitNotification(
-    method: string,
-    match: (p: Json) => boolean = () => true,
-    timeoutMs = 5000,
-    fromIndex = 0,
-  ): Promise<Json> {
-    return this.waitFor(
-      (m) => m.method === method && m.id === undefined && match((m.params ?? {}) as Json),
-      timeoutMs,
-      method,
-      fromIndex,
-    ).then((m) => m.params as Json);
-  }
-
   /** Notifications of a method received so far (params). */
   notifications(method: string): Json[] {
-    return this.messages
+    return this.received
       .filter((m) => m.method === method && m.id === undefined)
       .map((m) => m.params as Json);
   }
 
   /** status_seq of every notification that carries one, in arrival order. */
   statusSeqs(): number[] {
-    return this.messages
+    return this.received
       .filter((m) => m.id === undefined && typeof (m.params as Json | undefined)?.status_seq === 'number')
       .map((m) => (m.params as { status_seq: number }).status_seq);
   }

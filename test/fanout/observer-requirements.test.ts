@@ -623,7 +623,7 @@ describe('observer fan-out (edge in front of the streaming demo arm)', () => {
     expect(b.ready!.session_id).toBe(a.ready!.session_id);
     const replayTo = b.ready!.replay_to_status_seq as number;
     await b.waitNotification('session.state', (p) => p.reason === 'resumed');
-    const notes = b.messages.filter(
+    const notes = b.received.filter(
       (m) => m.id === undefined && typeof (m.params as Json | undefined)?.status_seq === 'number',
     );
     const seqs = notes.map((m) => (m.params as { status_seq: number }).status_seq);

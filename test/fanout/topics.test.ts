@@ -167,10 +167,10 @@ for (const listener of LISTENERS)
       expect(o.log('proprio').orderViolations).toEqual([]);
       expect(other.log('proprio').orderViolations).toEqual([]);
       // Its session telemetry still counts what it received through the topic (AWP-TIM-006).
-      const from = o.messages.length;
+      const from = o.received.length;
       await o.waitNotification('session.telemetry', () => true, 3000, from);
       const firstAt = o.now();
-      const next = o.messages.length;
+      const next = o.received.length;
       const t = await o.waitNotification('session.telemetry', () => true, 3000, next);
       const secondAt = o.now();
       expect(topics.members(proprio)).toBe(2);

@@ -58,6 +58,40 @@ function expectEdgeEndpoints(r: HostileRig, ready: Json): void {
   }
 }
 
+/**
+ * Sends `method` with id 7 and, before any answer can arrive, `world.manifest` with the same id: the
+ * second must be refused -32600 (the id is pending). Returns the first one's result.
+ */
+async function sendTwiceWithId7(agent: AwpClient, method: string, params: Json, what: string): Promise<Json> {
+  agent.send({ jsonrpc: '2.0', id: 7, method, params });
+  agent.send({ jsonrpc: '2.0', id: 7, method: 'world.manifest', params: {} });
+  const refusal = await agent.waitFor(
+    (m) => m.id === 7 && errorCode(m) === -32600,
+    10_000,
+    'the -32600 refusal',
+  );
+  expect(JSON.stringify((refusal.error as Json).data ?? {})).toMatch(/pending/i);
+  const answer = await agent.waitFor((m) => m.id === 7 && m.result !== undefined, 10_000, what);
+  return answer.result as Json;
+}
+
+/**
+ * After sendTwiceWithId7: the world got only the first request (`method`), the agent both answers and
+ * nothing of the world's, and both it and the bystander are still served.
+ */
+async function expectFirstOnlyForwarded(
+  r: HostileRig,
+  agent: AwpClient,
+  sevens: Json[],
+  method: string,
+): Promise<void> {
+  expect(sevens.map((m) => m.method)).toEqual([method]);
+  expect(agent.received.filter((m) => m.id === 7)).toHaveLength(2);
+  expectNoWorldLeak(r, agent);
+  await pingOk(agent);
+  await pingOk(r.bystander);
+}
+
 /** Requests with `id` the world received on its control connections. */
 function worldRequestsWithId(r: HostileRig, id: unknown): Json[] {
   return r.world.allMessages().filter((m) => m.id === id && typeof m.method === 'string');
@@ -67,38 +101,18 @@ describe('hostile agent: request ids', () => {
   it('session.open id 7 then world.manifest id 7: the second is refused -32600 and never forwarded; the agent gets the edge token and edge URLs', async () => {
     rig = await startRig();
     const agent = track(await agentOn(rig.edge, '/w'));
-    // Both written before any answer can arrive.
-    agent.send({
-      jsonrpc: '2.0',
-      id: 7,
-      method: 'session.open',
-      params: { embodiment: 'e1', mode: 'streaming' },
-    });
-    agent.send({ jsonrpc: '2.0', id: 7, method: 'world.manifest', params: {} });
-    const refusal = await agent.waitFor(
-      (m) => m.id === 7 && errorCode(m) === -32600,
-      10_000,
-      'the -32600 refusal',
-    );
-    expect(JSON.stringify((refusal.error as Json).data ?? {})).toMatch(/pending/i);
-    const ready = await agent.waitFor(
-      (m) => m.id === 7 && m.result !== undefined,
-      10_000,
+    const result = await sendTwiceWithId7(
+      agent,
+      'session.open',
+      { embodiment: 'e1', mode: 'streaming' },
       'the session.open result',
     );
-    const result = ready.result as Json;
     expect(typeof result.session_token).toBe('string');
     expect(result.session_token).not.toBe(WORLD_TOKEN);
     expectEdgeEndpoints(rig, result);
-    // The world saw exactly one request with id 7: the session.open.
     await sleep(200); // a forwarded duplicate would be on the wire right behind the first
-    const sevens = worldRequestsWithId(rig, 7);
-    expect(sevens.map((m) => m.method)).toEqual(['session.open']);
-    expect(agent.received.filter((m) => m.id === 7)).toHaveLength(2);
-    expectNoWorldLeak(rig, agent);
-    // The session is the edge's: a ping goes through and the bystander is unaffected.
-    await pingOk(agent);
-    await pingOk(rig.bystander);
+    // The world saw one request with id 7, the session.open; the session is the edge's (pings go through).
+    await expectFirstOnlyForwarded(rig, agent, worldRequestsWithId(rig, 7), 'session.open');
   }, 20_000);
 
   it('session.resume id 7 then a duplicate id 7: the second is refused -32600 and never forwarded; the resume result carries the edge token and edge URLs', async () => {
@@ -110,37 +124,20 @@ describe('hostile agent: request ids', () => {
     await until(() => rig!.world.control.every((c) => c.closed), 5000, 'the upstream connection to close');
     const agent = track(await agentOn(rig.edge, '/w'));
     const before = new Set(rig.world.control.map((c) => c.id));
-    agent.send({
-      jsonrpc: '2.0',
-      id: 7,
-      method: 'session.resume',
-      params: { session_token: edgeToken, last_status_seq: 0 },
-    });
-    agent.send({ jsonrpc: '2.0', id: 7, method: 'world.manifest', params: {} });
-    const refusal = await agent.waitFor(
-      (m) => m.id === 7 && errorCode(m) === -32600,
-      10_000,
-      'the -32600 refusal',
-    );
-    expect(JSON.stringify((refusal.error as Json).data ?? {})).toMatch(/pending/i);
-    const resumed = await agent.waitFor(
-      (m) => m.id === 7 && m.result !== undefined,
-      10_000,
+    const result = await sendTwiceWithId7(
+      agent,
+      'session.resume',
+      { session_token: edgeToken, last_status_seq: 0 },
       'the resume result',
     );
-    const result = resumed.result as Json;
     expect(result.session_token).toBe(edgeToken);
     expectEdgeEndpoints(rig, result);
     await sleep(200);
     const fresh = rig.world.control.filter((c) => !before.has(c.id));
     const sevens = fresh
       .flatMap((c) => c.messages)
-      .filter((m) => m?.id === 7 && typeof m.method === 'string');
-    expect(sevens.map((m) => m!.method)).toEqual(['session.resume']);
-    expect(agent.received.filter((m) => m.id === 7)).toHaveLength(2);
-    expectNoWorldLeak(rig, agent);
-    await pingOk(agent);
-    await pingOk(rig.bystander);
+      .filter((m): m is Json => m?.id === 7 && typeof m.method === 'string');
+    await expectFirstOnlyForwarded(rig, agent, sevens, 'session.resume');
   }, 20_000);
 
   it("an agent's response to an id the world never sent is dropped (the world never receives it) and counted in awp_edge_messages_dropped_total", async () => {

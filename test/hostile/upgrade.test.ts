@@ -61,6 +61,26 @@ async function idleSockets(port: number, n: number): Promise<RawSocket[]> {
   return socks;
 }
 
+/**
+ * Five idle sockets, then a sixth: the sixth is closed at once (long before a 10 s handshake timeout could
+ * close it) and counted with `reason`, the five stay open. Returns the five.
+ */
+async function sixthClosedAtOnce(r: HostileRig, reason: string): Promise<RawSocket[]> {
+  const port = r.edge.edge.port;
+  const five = await idleSockets(port, 5);
+  await sleep(200);
+  const sixth = await rawSocket(port);
+  cleanups.push(() => void sixth.socket.destroy());
+  await until(() => sixth.closedAt !== null, 3000, 'the 6th socket to be closed');
+  expect(five.filter((s) => s.closedAt !== null)).toHaveLength(0);
+  const metrics = await scrape(r.edge);
+  expect(
+    metric(metrics, 'awp_edge_handshakes_closed_total', { listener: 'agent', reason }),
+    series(metrics, 'awp_edge_handshakes_closed_total'),
+  ).toBe(1);
+  return five;
+}
+
 function allClosed(socks: readonly RawSocket[]): boolean {
   return socks.every((s) => s.closedAt !== null);
 }
@@ -449,19 +469,7 @@ describe('handshake limits before authentication', () => {
       transport: { handshake_timeout_ms: 10_000, max_pending_handshakes_per_address: 5 },
     });
     const r = rig;
-    const port = r.edge.edge.port;
-    const five = await idleSockets(port, 5);
-    await sleep(200);
-    const sixth = await rawSocket(port);
-    cleanups.push(() => void sixth.socket.destroy());
-    // "At once": long before the 10 s handshake timeout could have closed it.
-    await until(() => sixth.closedAt !== null, 3000, 'the 6th socket to be closed');
-    expect(five.filter((s) => s.closedAt !== null)).toHaveLength(0);
-    const metrics = await scrape(r.edge);
-    expect(
-      metric(metrics, 'awp_edge_handshakes_closed_total', { listener: 'agent', reason: 'address_limit' }),
-      series(metrics, 'awp_edge_handshakes_closed_total'),
-    ).toBe(1);
+    await sixthClosedAtOnce(r, 'address_limit');
     // Another source address (127.0.0.2 is loopback too) is not held back by 127.0.0.1's cap.
     const other = new WebSocket(r.edge.url('/w'), ['awp'], {
       headers: { authorization: `Bearer ${AGENT_TOKEN}` },
@@ -488,18 +496,7 @@ describe('handshake limits before authentication', () => {
   it('max_pending_handshakes 5 per listener: a 6th idle socket is closed at once and counted (listener_limit)', async () => {
     rig = await startRig({ transport: { handshake_timeout_ms: 10_000, max_pending_handshakes: 5 } });
     const r = rig;
-    const port = r.edge.edge.port;
-    const five = await idleSockets(port, 5);
-    await sleep(200);
-    const sixth = await rawSocket(port);
-    cleanups.push(() => void sixth.socket.destroy());
-    await until(() => sixth.closedAt !== null, 3000, 'the 6th socket to be closed');
-    expect(five.filter((s) => s.closedAt !== null)).toHaveLength(0);
-    const metrics = await scrape(r.edge);
-    expect(
-      metric(metrics, 'awp_edge_handshakes_closed_total', { listener: 'agent', reason: 'listener_limit' }),
-      series(metrics, 'awp_edge_handshakes_closed_total'),
-    ).toBe(1);
+    const five = await sixthClosedAtOnce(r, 'listener_limit');
     // Once the idle ones are gone, agents connect again.
     five.forEach((s) => s.socket.destroy());
     await sleep(100);

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startDemoWorld, type RunningDemoWorld } from '../../src/demo/index.js';
+import type { EdgeOptions } from '../../src/edge/edge.js';
 import { peekFrame } from '../../src/protocol/frame.js';
 import { refNumbers } from '../../src/recorder/frame-refs.js';
 import { parseRecords } from '../../src/recorder/read.js';
@@ -33,6 +34,20 @@ async function armWorld(): Promise<RunningDemoWorld> {
   const world = await startDemoWorld({ kind: 'arm', host: '127.0.0.1', port: 0, token: UPSTREAM_CREDENTIAL });
   cleanups.push(() => world.close());
   return world;
+}
+
+/** The demo arm world behind an edge recording its route `arm` into `<root>/<name>` (closed after the test). */
+async function recordingEdge(
+  name: string,
+  record: Record<string, unknown> = {},
+  options: EdgeOptions = {},
+): Promise<{ world: RunningDemoWorld; dir: string; edge: TestEdge }> {
+  const world = await armWorld();
+  const dir = join(root, name);
+  const route = { path: '/arm', name: 'arm', upstream: world.url, upstream_token: UPSTREAM_CREDENTIAL };
+  const edge = await startEdge([{ ...route, record: { dir, ...record } }], {}, options);
+  cleanups.push(() => edge.close());
+  return { world, dir, edge };
 }
 
 async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
@@ -58,18 +73,7 @@ async function metric(edge: TestEdge, name: string): Promise<number> {
 
 describe('flight recorder in the edge', () => {
   it('records a relay session with its stream frames, across a resume, in one file with no secret in it', async () => {
-    const world = await armWorld();
-    const dir = join(root, 'resume');
-    const edge = await startEdge([
-      {
-        path: '/arm',
-        name: 'arm',
-        upstream: world.url,
-        upstream_token: UPSTREAM_CREDENTIAL,
-        record: { dir },
-      },
-    ]);
-    cleanups.push(() => edge.close());
+    const { world, dir, edge } = await recordingEdge('resume');
     const worldTokens = new Set<string>();
     const note = () => {
       for (const s of world.world.sessions.values()) worldTokens.add(s.token);
@@ -141,18 +145,7 @@ describe('flight recorder in the edge', () => {
   });
 
   it('records an observer session as the observer saw it: its messages, the frames delivered to it, across a resume', async () => {
-    const world = await armWorld();
-    const dir = join(root, 'observer');
-    const edge = await startEdge([
-      {
-        path: '/arm',
-        name: 'arm',
-        upstream: world.url,
-        upstream_token: UPSTREAM_CREDENTIAL,
-        record: { dir },
-      },
-    ]);
-    cleanups.push(() => edge.close());
+    const { world, dir, edge } = await recordingEdge('observer');
     const observer = await AwpClient.connect(edge.url('/arm'), {
       credential: AGENT_TOKEN,
       viaSubprotocol: true,
@@ -231,18 +224,7 @@ describe('flight recorder in the edge', () => {
   });
 
   it("records observers on stream connections (uws: through the engine's topics): every frame each received, per channel in order", async () => {
-    const world = await armWorld();
-    const dir = join(root, 'streams');
-    const edge = await startEdge([
-      {
-        path: '/arm',
-        name: 'arm',
-        upstream: world.url,
-        upstream_token: UPSTREAM_CREDENTIAL,
-        record: { dir },
-      },
-    ]);
-    cleanups.push(() => edge.close());
+    const { dir, edge } = await recordingEdge('streams');
     const observers: { client: AwpClient; session_id: string; got: string[] }[] = [];
     for (let i = 0; i < 3; i++) {
       const client = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
@@ -314,23 +296,8 @@ describe('flight recorder in the edge', () => {
   });
 
   it('on a stalled disk never holds the relay back: records are dropped, counted, and said in the file', async () => {
-    const world = await armWorld();
-    const dir = join(root, 'stalled');
     const fs = new GatedFs();
-    const edge = await startEdge(
-      [
-        {
-          path: '/arm',
-          name: 'arm',
-          upstream: world.url,
-          upstream_token: UPSTREAM_CREDENTIAL,
-          record: { dir, queue_bytes: 65_536 },
-        },
-      ],
-      {},
-      { recorderFs: fs },
-    );
-    cleanups.push(() => edge.close());
+    const { dir, edge } = await recordingEdge('stalled', { queue_bytes: 65_536 }, { recorderFs: fs });
     const agent = await AwpClient.connect(edge.url('/arm'), { credential: AGENT_TOKEN });
     cleanups.push(() => agent.drop());
     await agent.ok('initialize', initializeParams());

@@ -3,8 +3,9 @@
  * world's pings like an agent's transport library, with bounded waits for results and notifications.
  */
 import WebSocket from 'ws';
+import { JsonInbox, type Json } from './json-inbox.js';
 
-export type Json = Record<string, unknown>;
+export type { Json };
 
 export interface ClientOptions {
   readonly credential?: string;
@@ -16,15 +17,15 @@ export interface ClientOptions {
   readonly ca?: string;
 }
 
-export class AwpClient {
-  readonly received: Json[] = [];
+export class AwpClient extends JsonInbox {
   readonly binary: Buffer[] = [];
   closed: { code: number; reason: string } | null = null;
   private nextId = 1;
-  private readonly waiters: { match: (m: Json) => boolean; resolve: (m: Json) => void }[] = [];
   private readonly closeWaiters: ((c: { code: number; reason: string }) => void)[] = [];
 
-  private constructor(readonly ws: WebSocket) {}
+  private constructor(readonly ws: WebSocket) {
+    super();
+  }
 
   static connect(url: string, options: ClientOptions = {}, timeoutMs = 5000): Promise<AwpClient> {
     const protocols = ['awp'];
@@ -64,15 +65,7 @@ export class AwpClient {
             }),
           );
         }
-        client.received.push(msg);
-        for (let i = 0; i < client.waiters.length; i++) {
-          const w = client.waiters[i]!;
-          if (w.match(msg)) {
-            client.waiters.splice(i, 1);
-            w.resolve(msg);
-            break;
-          }
-        }
+        client.take(msg);
       });
       ws.on('close', (code: number, reason: Buffer) => {
         client.closed = { code, reason: reason.toString() };
@@ -113,41 +106,6 @@ export class AwpClient {
 
   send(msg: unknown): void {
     this.ws.send(typeof msg === 'string' ? msg : JSON.stringify(msg));
-  }
-
-  /** Resolves with the first message (already received or arriving) that matches; bounded. */
-  waitFor(match: (m: Json) => boolean, timeoutMs = 5000, what = 'a message', fromIndex = 0): Promise<Json> {
-    const seen = this.received.slice(fromIndex).find(match);
-    if (seen !== undefined) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      const waiter = {
-        match,
-        resolve: (m: Json) => {
-          clearTimeout(timer);
-          resolve(m);
-        },
-      };
-      const timer = setTimeout(() => {
-        this.waiters.splice(this.waiters.indexOf(waiter), 1);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      }, timeoutMs);
-      this.waiters.push(waiter);
-    });
-  }
-
-  /** Waits for a notification of `method` whose params match. */
-  waitNotification(
-    method: string,
-    match: (p: Json) => boolean = () => true,
-    timeoutMs = 5000,
-    fromIndex = 0,
-  ): Promise<Json> {
-    return this.waitFor(
-      (m) => m.method === method && m.id === undefined && match((m.params ?? {}) as Json),
-      timeoutMs,
-      `${method} notification`,
-      fromIndex,
-    ).then((m) => m.params as Json);
   }
 
   /** Every status_seq-bearing notification received, in order. */

@@ -163,7 +163,7 @@ describe('edges in front of edges: observers at the leaves (issue 13)', () => {
     cleanup(() => b.close());
     expect(b.ready!.session_id).toBe(a.ready!.session_id);
     await b.waitNotification('session.state', (p) => p.reason === 'resumed', 5000);
-    const notes = b.messages.filter(
+    const notes = b.received.filter(
       (m) =>
         m.id === undefined &&
         typeof (m.params as Record<string, unknown> | undefined)?.status_seq === 'number',
