@@ -40,6 +40,11 @@ export class FrameMetrics {
   /** Frames received from the world, by channel. */
   private readonly receipts = new Map<string, Tally>();
   private readonly latencies = new Map<string, Latency>();
+  /** Per channel, the children of the pipeline-latency and staleness histograms (labels hashed once). */
+  private readonly ages = new Map<
+    string,
+    { pipeline: Histogram.Internal<string>; staleness: Histogram.Internal<string> }
+  >();
 
   private constructor(
     private readonly metrics: EdgeMetrics,
@@ -144,12 +149,18 @@ export class FrameMetrics {
     ts_send_ns: number | undefined,
     sessionNow_ns: number | undefined,
   ): void {
-    if (ts_send_ns !== undefined && ts_send_ns >= ts_mono_ns) {
-      this.metrics.pipelineLatency.labels(this.route, channel).observe((ts_send_ns - ts_mono_ns) / 1e9);
+    let h = this.ages.get(channel);
+    if (h === undefined) {
+      h = {
+        pipeline: this.metrics.pipelineLatency.labels(this.route, channel),
+        staleness: this.metrics.staleness.labels(this.route, channel),
+      };
+      this.ages.set(channel, h);
     }
-    if (sessionNow_ns !== undefined && sessionNow_ns >= ts_mono_ns) {
-      this.metrics.staleness.labels(this.route, channel).observe((sessionNow_ns - ts_mono_ns) / 1e9);
-    }
+    if (ts_send_ns !== undefined && ts_send_ns >= ts_mono_ns)
+      h.pipeline.observe((ts_send_ns - ts_mono_ns) / 1e9);
+    if (sessionNow_ns !== undefined && sessionNow_ns >= ts_mono_ns)
+      h.staleness.observe((sessionNow_ns - ts_mono_ns) / 1e9);
   }
 
   /** Folds the counts into prom-client (before each scrape). */
