@@ -138,6 +138,8 @@ export class ChannelHub {
       startChannel: (shell, channel_id) => this.startChannel(shell, channel_id),
       subscriptionsChanged: () => this.reindex(true),
       ended: (shell) => this.ended(shell),
+      // A stream lost on the old connection says nothing of the next, which restarts every channel.
+      detached: (shell) => this.degraded.clear(shell),
       note: (event, shell, detail) => ctx.noteSession(event, shell, detail),
       ...(ctx.store !== undefined && {
         persist: (shell: ObserverShell) => persistOpened(ctx, mode, this.host, shell),

@@ -36,6 +36,8 @@ export interface ObserverHubSide {
   startChannel(shell: ObserverShell, channel_id: number): void;
   subscriptionsChanged(): void;
   ended(shell: ObserverShell): void;
+  /** The session left its connection (suspended, replaced, moved or closed): its channels restart on the next. */
+  detached(shell: ObserverShell): void;
   note(event: ObserverNote, shell: ObserverShell, detail?: string): void;
   /** With a shared session store: the opened session's record there, so it resumes at any replica. */
   persist?(shell: ObserverShell): ObserverPersistence;
@@ -234,6 +236,7 @@ export class ObserverShell {
         for (const [name, seq] of sub.positions()) this.positions.set(name, seq);
         this.sub = null;
         this.conn = null;
+        this.hub.detached(this);
         this.tap?.released();
         if (this.session.state === 'suspended')
           this.persistence?.suspended(Date.now(), this.session.journal.acknowledged, this.record());

@@ -411,6 +411,24 @@ describe('observer fan-out (edge in front of the streaming demo arm)', () => {
     expect(o.closed).toBeNull();
   });
 
+  it('AWP-SAF-009 AWP-TRN-008 a session that lost its stream and then its control connection resumes without a stale channel_degraded', async () => {
+    const r = await rig();
+    const a = await r.observer({ kind: 'ws', subscribe: ALL });
+    await until(() => a.log('state').count > 2, 2500, 'frames on the stream');
+    // The stream goes first: the edge starts the reliable channel's stale_after_ms (500) for this connection.
+    await a.dropStream();
+    await sleep(50);
+    a.terminate();
+    await sleep(50);
+    const b = await r.resume({ kind: 'inline', subscribe: [] }, a.ready!.session_token as string, 0);
+    await b.waitNotification('session.state', (p) => p.reason === 'resumed');
+    // The resumed session's channels are inline and flowing: nothing about the old stream applies.
+    await until(() => b.log('state').count > 0, 2500, 'frames after the resume');
+    await sleep(900);
+    expect(b.log('state').count).toBeGreaterThan(3);
+    expect(b.notifications('world.event').map((p) => p.event)).not.toContain('channel_degraded');
+  });
+
   it('AWP-TRN-012 channels are delivered inline until the stream connection is up, then only there', async () => {
     const r = await rig();
     const o = await r.observer({ kind: 'ws', subscribe: ALL, deferStream: true });

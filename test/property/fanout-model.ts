@@ -421,6 +421,7 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
     startChannel: () => undefined,
     subscriptionsChanged: () => subscription.narrowLater(),
     ended: () => subscription.narrowLater(),
+    detached: () => undefined,
     note: () => undefined,
   };
 
