@@ -12,7 +12,7 @@
  * token is not echoed. Credentials in the URL are refused (AWP-SEC-006).
  */
 import { EventEmitter } from 'node:events';
-import type { ServerHttp2Stream } from 'node:http2';
+import { constants as h2, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import { HandshakeGuard, type HandshakeCloseReason, type HandshakeLimits } from './handshake-guard.js';
 import { randomBytes } from 'node:crypto';
@@ -197,14 +197,15 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
 
   server.startServer();
   await server.ready;
+  // Attached once listening (the library creates its server in startServer); no connection came yet.
+  const h2server = http2ServerOf(server);
+  if (h2server === undefined) throw new Error('webtransport: the HTTP/2 transport exposes no server');
+  h2server.on('stream', resetWithCancel);
   if (opts.handshake !== undefined) {
-    const h2 = http2ServerOf(server);
-    if (h2 === undefined) throw new Error('webtransport: the HTTP/2 transport exposes no server to limit');
     const guard = new HandshakeGuard(opts.handshake, (reason) => opts.onHandshakeClosed?.(reason));
-    h2.on('connection', (socket: Socket) => guard.admit(socket));
-    // Attached once listening (the library creates its server in startServer); no connection came yet.
+    h2server.on('connection', (socket: Socket) => guard.admit(socket));
     // A complete request (the session CONNECT) ends the handshake, as an upgrade does on the other listener.
-    h2.on('stream', (stream: ServerHttp2Stream) => guard.done(stream.session?.socket as Socket));
+    h2server.on('stream', (stream: ServerHttp2Stream) => guard.done(stream.session?.socket as Socket));
   }
   const address = server.address();
   if (address === null) throw new Error('webtransport listener has no address');
@@ -297,8 +298,22 @@ async function readEach<T>(stream: ReadableStream<T>, f: (value: T) => void): Pr
 }
 
 /**
+ * The library resets a session's CONNECT stream with the WebTransport close code as the HTTP/2 error code,
+ * so a peer that closes its session with code 0 gets RST_STREAM(NO_ERROR). Node 20's HTTP/2 then spins in
+ * native code if frames are still queued on the stream, buffering without bound until the process aborts
+ * (std::bad_alloc; test/webtransport/close-spin.test.ts). CANCEL tells the peer the same (the stream is no
+ * longer needed) and does not spin.
+ */
+function resetWithCancel(stream: ServerHttp2Stream): void {
+  const close = stream.close.bind(stream);
+  stream.close = (code?: number, callback?: () => void) =>
+    close(code === h2.NGHTTP2_NO_ERROR ? h2.NGHTTP2_CANCEL : code, callback);
+}
+
+/**
  * The node:http2 server under the library's HTTP/2 transport: the library has no hook for raw
- * connections, so the handshake limits are attached to it directly (reliableOnly, or the first of 'both').
+ * connections, so the handshake limits and the reset rule are attached to it directly (reliableOnly, or the
+ * first of 'both').
  */
 function http2ServerOf(server: object): EventEmitter | undefined {
   type Transport = { serverInt?: unknown; transportsInts?: { serverInt?: unknown }[] };
