@@ -3,11 +3,11 @@
  * from one upstream session (`observers: 'fanout'`), on 127.0.0.1, plus read-only views of what the
  * world and the edge hold (sessions, hubs, per-observer queues) for the assertions.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startDemoWorld, type DemoServerOptions, type RunningDemoWorld } from '../../src/demo/index.js';
-import { createDevCertificate } from '../support/dev-certificate.js';
+import { webtransportSection } from '../support/dev-certificate.js';
 import type { ChannelHub } from '../../src/fanout/channel-hub.js';
 import type { ObserverShell } from '../../src/fanout/observer-shell.js';
 import type { Outbox } from '../../src/transport/outbox.js';
@@ -68,17 +68,9 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
   try {
     let webtransport: Record<string, unknown> = {};
     if (dir !== undefined) {
-      const cert = createDevCertificate({ hosts: ['127.0.0.1', 'localhost'] });
-      writeFileSync(join(dir, 'cert.pem'), cert.cert);
-      writeFileSync(join(dir, 'key.pem'), cert.key, { mode: 0o600 });
+      const { cert, section } = webtransportSection(dir);
       certHash = cert.hash;
-      webtransport = {
-        webtransport: {
-          listen: '127.0.0.1:0',
-          cert_file: join(dir, 'cert.pem'),
-          key_file: join(dir, 'key.pem'),
-        },
-      };
+      webtransport = { webtransport: section };
     }
     edge = await startEdge([route], { engine: 'ws', ...webtransport, ...options.edge });
   } catch (err) {

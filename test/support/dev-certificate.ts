@@ -6,7 +6,9 @@
  * node:crypto.
  */
 import { createHash, generateKeyPairSync, randomBytes, sign, X509Certificate } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { join } from 'node:path';
 import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
 import {
   AlgorithmIdentifier,
@@ -121,6 +123,22 @@ export function createDevCertificate(options: DevCertificateOptions = {}): DevCe
     notBefore,
     notAfter,
   };
+}
+
+/**
+ * A fresh loopback certificate written to `dir` (cert.pem, and key.pem readable by the owner only), with
+ * the edge's `webtransport` config section that serves it on `listen`.
+ */
+export function webtransportSection(
+  dir: string,
+  listen = '127.0.0.1:0',
+): { cert: DevCertificate; section: { listen: string; cert_file: string; key_file: string } } {
+  const cert = createDevCertificate({ hosts: ['127.0.0.1', 'localhost'] });
+  const cert_file = join(dir, 'cert.pem');
+  const key_file = join(dir, 'key.pem');
+  writeFileSync(cert_file, cert.cert);
+  writeFileSync(key_file, cert.key, { mode: 0o600 });
+  return { cert, section: { listen, cert_file, key_file } };
 }
 
 /** The SHA-256 of a PEM certificate's DER bytes (what a client pins). */

@@ -8,13 +8,13 @@
  * The edge runs in its own process, so that a spin fails this test (the edge stops answering) instead of
  * stopping the test runner; the observers run in another (fleet.ts), with the library's own client.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { startDemoWorld } from '../../src/demo/index.js';
 import { Fleet, type FleetPlan } from '../fanout/fleet.js';
-import { createDevCertificate } from '../support/dev-certificate.js';
+import { webtransportSection } from '../support/dev-certificate.js';
 import { EDGE_AGENT_TOKEN, startEdgeProcess } from '../support/edge-process.js';
 import { useCleanups } from '../scale/rig.js';
 import { sleep } from './support.js';
@@ -39,18 +39,10 @@ describe('webtransport peers closing while frames are queued', () => {
     cleanup(() => world.close());
     const dir = mkdtempSync(join(tmpdir(), 'awp-wt-close-'));
     cleanup(() => rmSync(dir, { recursive: true, force: true }));
-    const cert = createDevCertificate({ hosts: ['127.0.0.1', 'localhost'] });
-    writeFileSync(join(dir, 'cert.pem'), cert.cert);
-    writeFileSync(join(dir, 'key.pem'), cert.key, { mode: 0o600 });
+    const { cert, section } = webtransportSection(dir);
     const edge = await startEdgeProcess({
       routes: [{ name: 'arm', path: '/arm', upstream: world.url, observers: 'fanout' }],
-      extra: {
-        webtransport: {
-          listen: '127.0.0.1:0',
-          cert_file: join(dir, 'cert.pem'),
-          key_file: join(dir, 'key.pem'),
-        },
-      },
+      extra: { webtransport: section },
     });
     cleanup(() => edge.stop());
 

@@ -3,13 +3,13 @@
  * a temporary directory), and an agent-side session made with the library's own client that records
  * every frame per channel and which of the edge's streams carried it.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ReadableStream, WritableStream } from 'node:stream/web';
 import { WebTransport } from '@fails-components/webtransport';
 import { createFrameHeader, peekFrame } from '../../src/protocol/frame.js';
-import { createDevCertificate, type DevCertificate } from '../support/dev-certificate.js';
+import { webtransportSection, type DevCertificate } from '../support/dev-certificate.js';
 import { FrameSplitter } from '../../src/transport/webtransport-framing.js';
 import { startEdge, type TestEdge, type TestRoute } from '../support/edge.js';
 
@@ -22,17 +22,10 @@ export async function startWtEdge(
   extra: Record<string, unknown> = {},
   wtListen = '127.0.0.1:0',
 ): Promise<WtEdge> {
-  const cert = createDevCertificate({ hosts: ['127.0.0.1', 'localhost'] });
   const dir = mkdtempSync(join(tmpdir(), 'awp-edge-wt-'));
-  const certFile = join(dir, 'cert.pem');
-  const keyFile = join(dir, 'key.pem');
-  writeFileSync(certFile, cert.cert);
-  writeFileSync(keyFile, cert.key, { mode: 0o600 });
+  const { cert, section } = webtransportSection(dir, wtListen);
   try {
-    const edge = await startEdge(routes, {
-      webtransport: { listen: wtListen, cert_file: certFile, key_file: keyFile },
-      ...extra,
-    });
+    const edge = await startEdge(routes, { webtransport: section, ...extra });
     return { ...edge, cert };
   } finally {
     rmSync(dir, { recursive: true, force: true }); // read at config load
