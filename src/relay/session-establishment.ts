@@ -141,21 +141,7 @@ export abstract class SessionEstablishment extends RelayState {
     const ready = msg.kind === 'result' ? (msg.result as Record<string, unknown>) : null;
     const record = ready !== null ? recordFromReady(ready, this.route, this.mode) : null;
     if (msg.kind !== 'result') return this.toAgent(text); // the world refused: its error, as it is
-    if (ready === null || record === null) {
-      // A result that is no session.ready: the world may hold a session the edge cannot, and its text may
-      // carry the world's own token or URLs, so it is not relayed (found by test/fuzz).
-      this.emit({
-        kind: 'dropped',
-        from: 'world',
-        reason: 'invalid',
-        detail: 'session.open result is no session.ready',
-      });
-      this.toAgent(
-        errorText(msg.id, edgeError('UPSTREAM_UNAVAILABLE', "the world's session.ready was malformed")),
-      );
-      this.endForProtocolError('world sent a malformed session.ready', 'malformed session.ready', 1014);
-      return;
-    }
+    if (ready === null || record === null) return this.malformedReady(msg.id, 'session.open');
     const session = new RelaySession(record);
     this.session = session;
     session.attachment = this;
@@ -176,12 +162,30 @@ export abstract class SessionEstablishment extends RelayState {
       this.toAgent(text);
       return;
     }
-    const ready = msg.result as Record<string, unknown>;
-    adoptReady(session, ready, this.manifest);
-    this.toAgent(rewriteReady(msg.id, ready, session, this.route));
+    const ready = msg.result;
+    if (typeof ready !== 'object' || ready === null || Array.isArray(ready))
+      return this.malformedReady(msg.id, 'session.resume'); // found by test/property (result: null)
+    adoptReady(session, ready as Record<string, unknown>, this.manifest);
+    this.toAgent(rewriteReady(msg.id, ready as Record<string, unknown>, session, this.route));
     // Replay from the journal what the world was told the edge holds; the world replays the rest.
     for (const t of resume.replay) this.toAgent(t);
     this.seq.resumed(resume.agentLast, resume.upstreamAfter);
     this.emit({ kind: 'resumed', session, replayed: resume.replay.length });
+  }
+
+  /**
+   * A result that is no session.ready: the world may hold a session the edge cannot, and its text may
+   * carry the world's own token or URLs, so it is not relayed (found by test/fuzz); the session ends on
+   * both hops, as for any protocol error of the world's.
+   */
+  private malformedReady(id: JsonRpcId, method: 'session.open' | 'session.resume'): void {
+    this.emit({
+      kind: 'dropped',
+      from: 'world',
+      reason: 'invalid',
+      detail: `${method} result is no session.ready`,
+    });
+    this.toAgent(errorText(id, edgeError('UPSTREAM_UNAVAILABLE', "the world's session.ready was malformed")));
+    this.endForProtocolError('world sent a malformed session.ready', 'malformed session.ready', 1014);
   }
 }

@@ -92,6 +92,16 @@ const KNOWN: Step[][] = [
     { s: 'dialOpen' },
     { s: 'worldHostile', text: '{"jsonrpc":"2.0","id":1,"result":{"observation_channels":[null]}}' },
   ],
+  // A session.resume answered with a null result (TypeError in adoptReady). Found by CI (FC_SEED=-843725182).
+  [
+    ...OPEN_PREFIX,
+    { s: 'agentDrop' },
+    { s: 'agent', m: { t: 'resume', id: 2, token: 'current', seq: 'honest' } },
+    { s: 'lookup', fail: false },
+    { s: 'dialOpen' },
+    { s: 'worldHostile', text: '{"jsonrpc":"2.0","id":2,"result":null}' },
+    { s: 'lookup', fail: false },
+  ],
   [
     ...OPEN_PREFIX.slice(0, 3),
     { s: 'agent', m: { t: 'open', id: 2, mode: 'streaming' } },
