@@ -9,6 +9,8 @@
  */
 
 import { awpError, type RpcErrorObject } from '../protocol/errors.js';
+import { isTerminalState } from '../protocol/lifecycle.js';
+import { AdmittedActions } from './admitted-actions.js';
 
 /** Spacing the edge forgives between its receipt and the world's (ns). */
 const JITTER_NS = 2_000_000;
@@ -61,12 +63,18 @@ export class SessionAdmission {
   /** Admission limiters of the granted envelopes, by embodiment (AWP-ENV-004). */
   limiters = new Map<string, AdmissionLimiter>();
   /** Action ids the world admitted: identical resubmissions are not rate-limited (AWP-ACT-001). */
-  readonly admitted = new Set<string>();
+  readonly admitted: AdmittedActions;
   /** Lockstep: the newest session-clock value seen from the world, and whether an advance outran it. */
   simNow: number | undefined;
   simNowUncertain = false;
 
-  constructor(readonly mode: 'lockstep' | 'streaming') {}
+  constructor(
+    readonly mode: 'lockstep' | 'streaming',
+    /** The world's reconnect_window_ms: how long it keeps an ended action's id (AWP-ACT-006). */
+    retentionMs: number,
+  ) {
+    this.admitted = new AdmittedActions(retentionMs);
+  }
 }
 
 /** Limiters for a session's granted envelopes, by embodiment. */
@@ -102,7 +110,7 @@ export class AdmissionGate {
     nowMs: number,
   ): RpcErrorObject | null {
     const p = params as { action_id?: unknown; embodiment_id?: unknown } | undefined;
-    if (session === null || typeof p?.action_id !== 'string' || session.admitted.has(p.action_id))
+    if (session === null || typeof p?.action_id !== 'string' || session.admitted.has(p.action_id, nowMs))
       return null;
     const embodiment =
       typeof p.embodiment_id === 'string'
@@ -114,7 +122,8 @@ export class AdmissionGate {
     if (limiter === undefined) return null;
     const clock = sessionClock(session, nowMs);
     const decision = limiter.check(clock);
-    if (!decision.ok) {
+    // An id the edge had to forget early may be a resubmission: only the world can tell then.
+    if (!decision.ok && !session.admitted.uncertain(nowMs)) {
       return awpError('AWP_ENVELOPE_EXCEEDED', {
         detail: 'max_action_rate_hz',
         retryable: true,
@@ -127,12 +136,12 @@ export class AdmissionGate {
   }
 
   /** The world answered a submission: `result` when admitted, undefined when refused. */
-  answered(session: SessionAdmission | null, requestKey: string, result: unknown): void {
+  answered(session: SessionAdmission | null, requestKey: string, result: unknown, nowMs: number): void {
     const submit = this.submits.get(requestKey);
     if (submit === undefined || session === null) return;
     this.submits.delete(requestKey);
     const admitted = result !== undefined;
-    if (admitted) session.admitted.add(submit.action_id);
+    if (admitted) session.admitted.add(submit.action_id, nowMs);
     const received = (result as { received_ts_mono_ns?: unknown } | undefined)?.received_ts_mono_ns;
     session.limiters
       .get(submit.embodiment)
@@ -142,6 +151,16 @@ export class AdmissionGate {
         session.mode === 'lockstep' && typeof received === 'number' ? received : undefined,
       );
   }
+}
+
+/**
+ * A state the world reported for an action (an action.status notification or pull result, an
+ * action.submit or action.cancel result): a terminal one starts the id's retention.
+ */
+export function observeActionState(session: SessionAdmission | null, report: unknown, nowMs: number): void {
+  const r = report as { action_id?: unknown; state?: unknown } | null | undefined;
+  if (session === null || typeof r?.action_id !== 'string' || typeof r.state !== 'string') return;
+  if (isTerminalState(r.state)) session.admitted.end(r.action_id, nowMs);
 }
 
 /** The session clock as the edge knows it: real time in streaming, the world's stamps in lockstep. */

@@ -19,7 +19,7 @@ import { pongText } from '../protocol/clock-sync.js';
 import { awpError, edgeError, jsonRpcError } from '../protocol/errors.js';
 import { findMessageIntegerRangeViolation, isCount, isOutOfIntegerRange } from '../protocol/integers.js';
 import { errorText, parseMessage, type JsonRpcId, type ParsedMessage } from '../protocol/jsonrpc.js';
-import { observeSimClock } from '../policy/admission.js';
+import { observeActionState, observeSimClock } from '../policy/admission.js';
 import { channelTable } from './channels.js';
 import { key } from './pending-requests.js';
 import type { RelayEffect } from './relay-effects.js';
@@ -244,7 +244,7 @@ export class RelayConnection extends SessionEstablishment {
       return this.flush();
     }
     if (msg.kind === 'result' || msg.kind === 'error') this.upstreamResponse(msg, text, now);
-    else if (msg.kind === 'notification') this.upstreamNotification(msg.method, msg.params, text);
+    else if (msg.kind === 'notification') this.upstreamNotification(msg.method, msg.params, text, now);
     else {
       // The world's own requests (pings) go to the agent, which answers them.
       this.pending.fromWorld(msg.id);
@@ -285,14 +285,20 @@ export class RelayConnection extends SessionEstablishment {
       case 'session.resume':
         return this.sessionResumed(msg, text, req.resume!);
       case 'action.submit':
-        this.admission.answered(session?.admission ?? null, key(msg.id), ok ? msg.result : undefined);
+        this.admission.answered(session?.admission ?? null, key(msg.id), ok ? msg.result : undefined, now);
         if (ok) {
           observeSimClock(session?.admission ?? null, msg.result);
+          observeActionState(session?.admission ?? null, msg.result, now);
           if (!this.seq.resultTransition(msg.result, this.owned())) return this.statusSeqGap();
         }
         break;
       case 'action.cancel':
-        if (ok && !this.seq.resultTransition(msg.result, this.owned())) return this.statusSeqGap();
+        if (!ok) break;
+        observeActionState(session?.admission ?? null, msg.result, now);
+        if (!this.seq.resultTransition(msg.result, this.owned())) return this.statusSeqGap();
+        break;
+      case 'action.status':
+        if (ok) observeActionState(session?.admission ?? null, msg.result, now);
         break;
       case 'world.tick':
         // The simulated clock moved by an amount the edge cannot see yet (AWP-TIM-013).
@@ -352,8 +358,9 @@ export class RelayConnection extends SessionEstablishment {
     this.detach('world manifest changed');
   }
 
-  private upstreamNotification(method: string, params: unknown, text: string): void {
+  private upstreamNotification(method: string, params: unknown, text: string, now: number): void {
     observeSimClock(this.session?.admission ?? null, params);
+    if (method === 'action.status') observeActionState(this.session?.admission ?? null, params, now);
     switch (method) {
       case 'obs.frame':
         this.toAgent(text, frameRoute(params, this.session));

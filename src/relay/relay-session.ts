@@ -42,7 +42,7 @@ export class RelaySession {
     journal?: ReplayJournal,
   ) {
     this.journal = journal ?? new ReplayJournal(record.agent_ack);
-    this.admission = new SessionAdmission(record.mode);
+    this.admission = new SessionAdmission(record.mode, record.reconnect_window_ms);
   }
 
   /**

@@ -1,5 +1,6 @@
 /** AWP-ENV-004 through the relay core, on a virtual clock. */
 import { describe, expect, it } from 'vitest';
+import { MAX_ADMITTED_ACTIONS } from '../../src/policy/admitted-actions.js';
 import { RelayConnection } from '../../src/relay/relay-connection.js';
 import type { RelayEffect, RelayRoute } from '../../src/relay/relay-effects.js';
 import { TokenMint } from '../../src/session/tokens.js';
@@ -50,7 +51,7 @@ const texts = (fx: RelayEffect[], kind: string) =>
     .filter((e) => e.kind === kind)
     .map((e) => JSON.parse((e as { text: string }).text) as Record<string, any>); // eslint-disable-line @typescript-eslint/no-explicit-any -- test inspection of wire JSON
 
-function open(mode: 'streaming' | 'lockstep') {
+function open(mode: 'streaming' | 'lockstep', rateHz = 10) {
   const c = new RelayConnection(route());
   c.fromAgent(j({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }), 0);
   c.upstreamOpened();
@@ -60,7 +61,18 @@ function open(mode: 'streaming' | 'lockstep') {
     0,
   );
   c.fromUpstream(
-    j({ jsonrpc: '2.0', id: 2, result: mode === 'lockstep' ? { ...ready, tick: 0 } : ready }),
+    j({
+      jsonrpc: '2.0',
+      id: 2,
+      result: {
+        ...ready,
+        ...(mode === 'lockstep' && { tick: 0 }),
+        granted: {
+          ...ready.granted,
+          envelopes: [{ embodiment: 'arm_01', max_action_rate_hz: rateHz, on_violation: 'reject' }],
+        },
+      },
+    }),
     0,
   );
   let seq = 0;
@@ -98,6 +110,14 @@ function open(mode: 'streaming' | 'lockstep') {
   return { c, submit, nextSeq: () => ++seq };
 }
 
+/** An action.status notification reporting the action `completed`. */
+const ended = (actionId: string, seq: number) => ({
+  action_id: actionId,
+  state: 'completed',
+  status_seq: seq,
+  ts_mono_ns: 0,
+});
+
 describe('AWP-ENV-004 action admission rate at the edge', () => {
   it('AWP-ENV-004 answers a burst above max_action_rate_hz with 4002, retryable, with retry_after_ms', () => {
     const { submit } = open('streaming');
@@ -120,6 +140,61 @@ describe('AWP-ENV-004 action admission rate at the edge', () => {
     submit(1000, 'a-7');
     expect(submit(1010, 'a-7')).toBeUndefined(); // forwarded: the world answers idempotently
     expect(submit(1101, 'a-8')).toBeUndefined(); // the resubmission did not reset the interval
+  });
+
+  it('AWP-ACT-001 AWP-ACT-006 resubmitting an action that ended, within the reconnect window, is not counted', () => {
+    const { c, submit, nextSeq } = open('streaming');
+    submit(1000, 'a-7');
+    c.fromUpstream(j({ jsonrpc: '2.0', method: 'action.status', params: ended('a-7', nextSeq()) }), 1050);
+    expect(submit(1060, 'a-7')).toBeUndefined(); // forwarded: the world still answers it idempotently
+    expect(submit(1101, 'a-8')).toBeUndefined();
+  });
+
+  it('AWP-ACT-006 past the reconnect window after its end the edge forgets an id, as the world may', () => {
+    const { c, submit, nextSeq } = open('streaming');
+    submit(1000, 'a-7');
+    c.fromUpstream(j({ jsonrpc: '2.0', method: 'action.status', params: ended('a-7', nextSeq()) }), 1050);
+    expect(submit(1050 + ready.reconnect_window_ms, 'a-7')).toBeUndefined(); // counted as a new one
+    expect(submit(1060 + ready.reconnect_window_ms, 'a-9')).toMatchObject({ error: { code: 4002 } });
+  });
+
+  it('AWP-ACT-006 a session submitting for half an hour holds only the ids the world still holds', () => {
+    const { c, submit, nextSeq } = open('streaming');
+    const admitted = c.currentSession!.admission.admitted;
+    let peak = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const at = 1000 + i * 100; // 10 Hz, the envelope's rate, for 33 minutes
+      expect(submit(at, `long-${i}`)).toBeUndefined();
+      const update = i % 2 === 0 ? 'action.status' : 'cancel';
+      if (update === 'action.status') {
+        c.fromUpstream(
+          j({ jsonrpc: '2.0', method: 'action.status', params: ended(`long-${i}`, nextSeq()) }),
+          at + 50,
+        );
+      } else {
+        // An action.cancel result reporting `cancelled` ends it too (no notification follows).
+        c.fromAgent(
+          j({ jsonrpc: '2.0', id: `c${i}`, method: 'action.cancel', params: { action_id: `long-${i}` } }),
+          at + 40,
+        );
+        const result = { action_id: `long-${i}`, state: 'cancelled', status_seq: nextSeq() };
+        c.fromUpstream(j({ jsonrpc: '2.0', id: `c${i}`, result }), at + 50);
+      }
+      peak = Math.max(peak, admitted.size);
+    }
+    // One window's worth at 10 Hz (30 s: 300 ids, and the one admitted at its edge).
+    expect(peak).toBeLessThanOrEqual(ready.reconnect_window_ms / 100 + 2);
+    expect(admitted.uncertain(1000 + 20_000 * 100)).toBe(false);
+  });
+
+  it('AWP-ENV-004 AWP-ACT-001 past the ids it can hold, the edge leaves to the world what may be a resubmission', () => {
+    const { submit } = open('streaming', 200); // one every 5 ms; within 3 ms the edge refuses
+    expect(submit(1000, 'first')).toBeUndefined();
+    expect(submit(1001, 'too-soon')).toMatchObject({ error: { code: 4002 } });
+    let at = 1000;
+    for (let i = 0; i < MAX_ADMITTED_ACTIONS; i++) expect(submit((at += 5), `busy-${i}`)).toBeUndefined();
+    // 'first' (live: no end reported) had to go: an unknown id may be it, so the world decides.
+    expect(submit(at + 1, 'too-soon')).toBeUndefined();
   });
 
   it('AWP-ACT-010 a submission the world refused does not count', () => {
