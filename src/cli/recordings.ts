@@ -4,7 +4,8 @@
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { isRecord, parseRecords } from '../recorder/read.js';
+import { isRecord } from '../protocol/json-object.js';
+import { parseRecords } from '../recorder/read.js';
 import { describeHeader, timeline } from '../recorder/timeline.js';
 import { verifyLinks, verifyText, type NamedSummary } from '../recorder/verify.js';
 import { nearest, UsageError, type Parsed } from './args.js';

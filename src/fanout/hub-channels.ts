@@ -3,6 +3,7 @@
  * and the grant lists of its answers (`session.ready.granted.channels`, a subscribe result's `granted`).
  * A world's answer may be anything JSON allows: entries that are not what they should be are skipped.
  */
+import { isRecord } from '../protocol/json-object.js';
 
 export interface ChannelDecl {
   readonly id: string;
@@ -50,10 +51,6 @@ export function readGrants(list: unknown): Map<string, UpstreamGrant> | null {
     }
   }
   return grants;
-}
-
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** `value[key]` when `value` is an object (a world's result may be anything JSON allows). */

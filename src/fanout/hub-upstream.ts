@@ -6,15 +6,9 @@
 import { ClockEstimate, pongText } from '../protocol/clock-sync.js';
 import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
 import { DEFAULT_MAX_JSON_DEPTH, parseMessage, type JsonRpcId } from '../protocol/jsonrpc.js';
+import { isRecord } from '../protocol/json-object.js';
 import type { StreamEndpoint } from '../session/stream-endpoint.js';
-import {
-  field,
-  isRecord,
-  readChannelDecls,
-  readGrants,
-  type ChannelDecl,
-  type UpstreamGrant,
-} from './hub-channels.js';
+import { field, readChannelDecls, readGrants, type ChannelDecl, type UpstreamGrant } from './hub-channels.js';
 import type { ObserverHost } from './observer-effects.js';
 
 /** Modalities the hub declares before it knows the world's (re-declared after the manifest if needed). */

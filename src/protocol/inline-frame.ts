@@ -28,6 +28,7 @@ import {
   assertValidFrame,
 } from './frame.js';
 import type { Frame, VendorExtension } from './frame.js';
+import { isRecord } from './json-object.js';
 
 export type InlineFrameParams = {
   channel_id: number;
@@ -54,10 +55,6 @@ const DECLARATION_KEY = /^x-([a-z0-9]+)\.extensions$/;
 const EXTENSION_NAME = /^[A-Za-z0-9_.-]+$/;
 const FALLBACK_FIELD = /^x-awpedge\.tlv_([0-9a-f]{2})$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function vendorType(v: unknown): number | undefined {
   if (isRecord(v)) return vendorType(v.type);

@@ -15,6 +15,7 @@
 import type { RpcMessage } from './jsonrpc.js';
 import { AWP_METHODS, type MessagePart, schemaFileFor } from './methods.js';
 import { loadSchemaFiles, SCHEMA_BASE_URI, type JsonObject } from './spec-data.js';
+import { isRecord } from './json-object.js';
 
 export const MAX_U53 = Number.MAX_SAFE_INTEGER; // 2^53 − 1
 
@@ -62,10 +63,6 @@ function finalize(node: IntNode): IntNode {
 
 const COMMON_ID = `${SCHEMA_BASE_URI}common.schema.json`;
 
-function isObject(v: unknown): v is JsonObject {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 function unescapeToken(t: string): string {
   return t.replace(/~1/g, '/').replace(/~0/g, '~');
 }
@@ -84,7 +81,7 @@ class SchemaWalker {
     for (const f of loadSchemaFiles()) this.docs.set(f.id, f.schema);
     const common = this.docs.get(COMMON_ID);
     const defs = common?.$defs;
-    if (!isObject(defs) || !isObject(defs.u53) || !isObject(defs.i53)) {
+    if (!isRecord(defs) || !isRecord(defs.u53) || !isRecord(defs.i53)) {
       throw new Error('common.schema.json lacks the u53/i53 $defs');
     }
     this.bounds.set(defs.u53, 'u53');
@@ -101,14 +98,14 @@ class SchemaWalker {
     let node: unknown = this.docs.get(docId);
     if (node === undefined) return undefined; // e.g. the JSON Schema meta-schema: no AWP fields inside
     for (const token of fragment.split('/').slice(1)) {
-      node = isObject(node) ? node[unescapeToken(token)] : undefined;
+      node = isRecord(node) ? node[unescapeToken(token)] : undefined;
     }
     return { node, docId };
   }
 
   /** Merges the 64-bit fields of `schema` into `into`; returns whether it found any. */
   walk(schema: unknown, docId: string, into: IntNode, def: string | undefined, stack: Set<unknown>): boolean {
-    if (!isObject(schema) || stack.has(schema)) return false;
+    if (!isRecord(schema) || stack.has(schema)) return false;
     const bound = this.bounds.get(schema);
     if (bound !== undefined) {
       into.bound = bound;
@@ -126,7 +123,7 @@ class SchemaWalker {
       }
     }
     const props = schema.properties;
-    if (isObject(props)) {
+    if (isRecord(props)) {
       for (const [key, sub] of Object.entries(props)) {
         const child = into.props?.get(key) ?? {};
         if (this.walk(sub, docId, child, undefined, stack)) {
@@ -143,8 +140,8 @@ class SchemaWalker {
         found = true;
       }
     };
-    if (isObject(schema.items)) childOf('items', schema.items);
-    if (isObject(schema.additionalProperties)) childOf('values', schema.additionalProperties);
+    if (isRecord(schema.items)) childOf('items', schema.items);
+    if (isRecord(schema.additionalProperties)) childOf('values', schema.additionalProperties);
     // Alternatives and conditional branches: a field typed 64-bit in any branch is checked (union).
     for (const key of ['allOf', 'anyOf', 'oneOf'] as const) {
       const list = schema[key];

@@ -7,6 +7,7 @@
  * can forward it unchanged, and the parsed object so nothing is lost.
  */
 import { jsonRpcError, type RpcErrorObject } from './errors.js';
+import { isRecord } from './json-object.js';
 
 export type JsonRpcId = string | number;
 
@@ -67,10 +68,6 @@ export interface RpcInvalid {
 }
 
 export type ParseOutcome = RpcMessage | RpcInvalid;
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function isId(v: unknown): v is JsonRpcId {
   return typeof v === 'string' || typeof v === 'number';
@@ -147,7 +144,7 @@ export function parseMessage(text: string, maxDepth = DEFAULT_MAX_JSON_DEPTH): P
   if (Array.isArray(value)) {
     return invalid(text, 'INVALID_REQUEST', 'batch requests are not allowed (AWP-CTL-006)', null);
   }
-  if (!isObject(value)) return invalid(text, 'INVALID_REQUEST', 'message must be a JSON object', null);
+  if (!isRecord(value)) return invalid(text, 'INVALID_REQUEST', 'message must be a JSON object', null);
 
   const raw = value;
   const { id, method } = raw;
@@ -191,7 +188,7 @@ export function parseMessage(text: string, maxDepth = DEFAULT_MAX_JSON_DEPTH): P
     return { kind: 'result', id, result: raw.result, text, raw };
   }
   const error = raw.error;
-  if (!isObject(error) || !Number.isInteger(error.code) || typeof error.message !== 'string') {
+  if (!isRecord(error) || !Number.isInteger(error.code) || typeof error.message !== 'string') {
     return invalid(
       text,
       'INVALID_REQUEST',
@@ -204,7 +201,7 @@ export function parseMessage(text: string, maxDepth = DEFAULT_MAX_JSON_DEPTH): P
     return invalid(text, 'INVALID_REQUEST', "an error's 'id' must be a string, number or null", id, true);
   }
   // A non-object `data` (legal JSON-RPC, never AWP) stays in `raw` only.
-  const data = isObject(error.data) ? error.data : undefined;
+  const data = isRecord(error.data) ? error.data : undefined;
   const code = error.code as number; // Number.isInteger checked above
   const parsed: RpcErrorObject =
     data === undefined ? { code, message: error.message } : { code, message: error.message, data };

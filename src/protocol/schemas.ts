@@ -13,6 +13,7 @@ import addFormatsModule from 'ajv-formats';
 import type { RpcMessage } from './jsonrpc.js';
 import { ERROR_SCHEMA, methodSpec, schemaFileFor } from './methods.js';
 import { loadSchemaFiles, SCHEMA_BASE_URI, type JsonObject } from './spec-data.js';
+import { isRecord } from './json-object.js';
 
 // ajv-formats is CommonJS: under NodeNext the default import is module.exports, whose `default` is the plugin.
 const addFormats = addFormatsModule.default;
@@ -59,23 +60,19 @@ const OK: ValidationResult = { ok: true, checked: true };
 const UNCHECKED: ValidationResult = { ok: true, checked: false };
 const VENDOR_KEY_PATTERN = '^x-[a-z0-9]+\\.';
 
-function isObject(v: unknown): v is JsonObject {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 /** Sender-form copy of a schema: closes `x-awp-closed` objects and enforces `x-awp-lint` subschemas. */
 function toSenderForm(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(toSenderForm);
-  if (!isObject(node)) return node;
+  if (!isRecord(node)) return node;
   const out: JsonObject = {};
   for (const [k, v] of Object.entries(node)) out[k] = toSenderForm(v);
   if (node['x-awp-closed'] === true) {
     out.additionalProperties = false;
-    const patterns = isObject(out.patternProperties) ? out.patternProperties : {};
+    const patterns = isRecord(out.patternProperties) ? out.patternProperties : {};
     out.patternProperties = { [VENDOR_KEY_PATTERN]: {}, ...patterns };
   }
   const lint = node['x-awp-lint'];
-  if (isObject(lint)) {
+  if (isRecord(lint)) {
     const allOf: unknown[] = Array.isArray(out.allOf) ? (out.allOf as unknown[]) : [];
     out.allOf = [...allOf, lint];
   }

@@ -7,6 +7,7 @@
  */
 import lifecycleDocument from './spec/action-lifecycle.json' with { type: 'json' };
 import { SCHEMA_DOCUMENTS } from './spec-schemas.js';
+import { isRecord } from './json-object.js';
 
 /** `$id` prefix of every v0.1 schema. */
 export const SCHEMA_BASE_URI = 'https://agentworldprotocol.com/schemas/v0.1/';
@@ -36,10 +37,6 @@ export interface LifecycleData {
   readonly transitions: readonly LifecycleTransitionData[];
 }
 
-export function isObject(v: unknown): v is JsonObject {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 function isStringArray(v: unknown): v is string[] {
   return Array.isArray(v) && v.every((x) => typeof x === 'string');
 }
@@ -66,7 +63,7 @@ export function memo<T>(load: () => T): () => T {
 export const loadSchemaFiles = memo((): readonly SchemaFile[] =>
   SCHEMA_DOCUMENTS.map(([file, schema]) => {
     const path = `schemas/v0.1/${file}`;
-    if (!isObject(schema)) fail(path, 'not a JSON object');
+    if (!isRecord(schema)) fail(path, 'not a JSON object');
     const id = str(schema, '$id', path);
     if (id !== SCHEMA_BASE_URI + file) fail(path, `$id ${id} does not match its file name`);
     return { file, id, schema };
@@ -77,9 +74,9 @@ export const loadSchemaFiles = memo((): readonly SchemaFile[] =>
 export const loadLifecycleData = memo((): LifecycleData => {
   const path = 'action-lifecycle.json';
   const doc: unknown = lifecycleDocument;
-  if (!isObject(doc)) fail(path, 'not a JSON object');
+  if (!isRecord(doc)) fail(path, 'not a JSON object');
   const { states, pre_execution_cancel: preCancel, transitions } = doc;
-  if (!isObject(states) || !Object.values(states).every((c) => typeof c === 'string')) {
+  if (!isRecord(states) || !Object.values(states).every((c) => typeof c === 'string')) {
     fail(path, "'states' must map state names to classes");
   }
   if (!isStringArray(preCancel)) fail(path, "'pre_execution_cancel' must be a string array");
@@ -88,7 +85,7 @@ export const loadLifecycleData = memo((): LifecycleData => {
     states: states as Record<string, string>, // checked just above: every value is a string
     pre_execution_cancel: preCancel,
     transitions: transitions.map((t: unknown, i): LifecycleTransitionData => {
-      if (!isObject(t)) fail(path, `transition ${i} is not an object`);
+      if (!isRecord(t)) fail(path, `transition ${i} is not an object`);
       const { wire, reasons } = t;
       if (reasons !== undefined && !isStringArray(reasons)) fail(path, `transition ${i}: bad reasons`);
       return {

@@ -6,10 +6,7 @@ import { nestsDeeperThan } from '../protocol/jsonrpc.js';
 import type { FrameMethod } from './frame-body.js';
 import { sha256Hex } from './record.js';
 import { redactMessage, type RedactionRules } from './redact.js';
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+import { isRecord } from '../protocol/json-object.js';
 
 /** What makes a text need parsing before it is recorded (see isPlain). */
 const NOT_PLAIN =

@@ -1,8 +1,5 @@
 /** Channel names by `channel_id`, from the grants a result carries (session.ready, obs.subscribe), sans-IO. */
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+import { isRecord } from '../protocol/json-object.js';
 
 /**
  * The `[channel_id, channel]` pairs of a result's grant: `granted.channels` (session.ready, session.resume)

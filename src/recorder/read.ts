@@ -1,4 +1,5 @@
 /** Reading a recording back (sans-IO): its records, for the timeline and for replay. */
+import { isRecord } from '../protocol/json-object.js';
 
 export interface StoredRecord {
   readonly class?: string;
@@ -6,10 +7,6 @@ export interface StoredRecord {
   readonly direction: string;
   readonly kind: string;
   readonly body: Readonly<Record<string, unknown>>;
-}
-
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** The records of a file's text; lines that are not records in the AWP-AUD-002 shape are skipped. */

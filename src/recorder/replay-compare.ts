@@ -9,7 +9,8 @@
  * telemetry and `session.*` messages are not compared.
  */
 import { grantedChannels } from './grants.js';
-import { isRecord, shown, type StoredRecord } from './read.js';
+import { isRecord } from '../protocol/json-object.js';
+import { shown, type StoredRecord } from './read.js';
 
 export const REPLAYED = [
   'action.submit',

@@ -19,6 +19,7 @@ import { recordLine, sha256Hex, type Direction, type Kind, type RecordClass } fr
 import { manifestRedactPaths, redactMessage, type RedactionRules } from './redact.js';
 import { headerBody, isPlain, parseBody } from './bodies.js';
 import { segmentFileName } from './file-names.js';
+import { isRecord } from '../protocol/json-object.js';
 
 /** A frame shared by many sessions (the fan-out hub's): its record bodies are built once, on first use. */
 export interface SharedFrame {
@@ -423,8 +424,4 @@ export class SessionLog {
     this.lastTs = t;
     return t;
   }
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -5,7 +5,8 @@
  */
 import { refNumbers } from './frame-refs.js';
 import { grantedChannels } from './grants.js';
-import { isRecord, shown, type StoredRecord } from './read.js';
+import { isRecord } from '../protocol/json-object.js';
+import { shown, type StoredRecord } from './read.js';
 
 export interface TimelineOptions {
   /** One line per frame (default: one line per run of frames). */

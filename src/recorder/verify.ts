@@ -8,6 +8,7 @@
  * `continues.last_hash`.
  */
 import { DIRECTIONS, KINDS, RECORD_CLASSES, sha256Hex } from './record.js';
+import { isRecord } from '../protocol/json-object.js';
 
 export interface FileSummary {
   readonly records: number;
@@ -33,10 +34,6 @@ export interface VerifyOptions {
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /** A value for a message (`none` when absent). */
 function shown(v: unknown): string {

@@ -7,7 +7,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fail, isObject, memo, str, type JsonObject } from '../../src/protocol/spec-data.js';
+import { isRecord } from '../../src/protocol/json-object.js';
+import { fail, memo, str, type JsonObject } from '../../src/protocol/spec-data.js';
 
 export interface FrameVector {
   readonly name: string;
@@ -74,12 +75,12 @@ function listFiles(dir: string, prefix = ''): string[] {
 export const loadFrameVectors = memo((): readonly FrameVector[] => {
   const path = join(specDir(), 'schemas', 'test-vectors', 'frames.json');
   const doc = readJson(path);
-  if (!isObject(doc) || !Array.isArray(doc.vectors)) fail(path, 'missing vectors array');
+  if (!isRecord(doc) || !Array.isArray(doc.vectors)) fail(path, 'missing vectors array');
   return doc.vectors.map((v: unknown, i): FrameVector => {
-    if (!isObject(v)) fail(path, `vector ${i} is not an object`);
+    if (!isRecord(v)) fail(path, `vector ${i} is not an object`);
     const expect = v.expect;
     const expectError = v.expect_error;
-    if (expect !== undefined && !isObject(expect)) fail(path, `vector ${i}: expect must be an object`);
+    if (expect !== undefined && !isRecord(expect)) fail(path, `vector ${i}: expect must be an object`);
     if (expectError !== undefined && typeof expectError !== 'string')
       fail(path, `vector ${i}: bad expect_error`);
     return {
@@ -93,11 +94,11 @@ export const loadFrameVectors = memo((): readonly FrameVector[] => {
 });
 
 function parseTraceLine(raw: unknown, line: number, path: string): TraceLine {
-  if (!isObject(raw)) fail(path, `line ${line} is not an object`);
+  if (!isRecord(raw)) fail(path, `line ${line} is not an object`);
   const { from, step, msg, marker, given, delivered } = raw;
   if (from !== undefined && from !== 'agent' && from !== 'world') fail(path, `line ${line}: bad 'from'`);
-  if (msg !== undefined && !isObject(msg)) fail(path, `line ${line}: 'msg' must be an object`);
-  if (given !== undefined && !isObject(given)) fail(path, `line ${line}: 'given' must be an object`);
+  if (msg !== undefined && !isRecord(msg)) fail(path, `line ${line}: 'msg' must be an object`);
+  if (given !== undefined && !isRecord(given)) fail(path, `line ${line}: 'given' must be an object`);
   if (msg !== undefined && from === undefined) fail(path, `line ${line}: a message needs 'from'`);
   return {
     line,
@@ -137,7 +138,7 @@ export const loadExamples = memo((): readonly ExampleDoc[] => {
     .map((file) => {
       const path = join(dir, file);
       const doc = readJson(path);
-      if (!isObject(doc)) fail(path, 'not a JSON object');
+      if (!isRecord(doc)) fail(path, 'not a JSON object');
       const schemaId = doc.$schema;
       return { file, doc, ...(typeof schemaId === 'string' && { schemaId }) };
     });
