@@ -148,8 +148,8 @@ function observerStream(
             sink.close(1009, 'frame exceeds max_frame_bytes');
           }
         },
-        end: (stream) => {
-          if ((splitters.get(stream)?.pending ?? 0) > 0) malformed();
+        end: (stream, finished) => {
+          if (finished && (splitters.get(stream)?.pending ?? 0) > 0) malformed();
           splitters.delete(stream);
         },
         datagram: (data) => {

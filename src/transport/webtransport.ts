@@ -255,20 +255,22 @@ function withTimeout(p: Promise<unknown>, ms: number): Promise<void> {
 
 /**
  * Reads every stream the peer opens (unidirectional, and the receiving side of bidirectional ones),
- * handing each chunk to `chunk` with its stream's identity and `end` when a stream finishes, and
- * every datagram (one frame each) to `datagram`. Datagrams are read even by a peer that has no use
- * for them: the library queues unread ones without bound. Stops when the session is gone.
+ * handing each chunk to `chunk` with its stream's identity and `end` when a stream stops: `finished`
+ * when it ended, not when it was reset (or the session went), so that what a caller holds for the
+ * stream (a partial frame) goes either way. Every datagram (one frame each) goes to `datagram`;
+ * datagrams are read even by a peer that has no use for them: the library queues unread ones without
+ * bound. Stops when the session is gone.
  */
 export function readIncomingStreams(
   session: WebTransportSession,
   handlers: {
     chunk(stream: object, data: Uint8Array): void;
-    end(stream: object): void;
+    end(stream: object, finished: boolean): void;
     datagram(data: Uint8Array): void;
   },
 ): void {
   const readStream = async (rs: ReadableStream<Uint8Array>) => {
-    if (await readEach(rs, (data) => handlers.chunk(rs, data))) handlers.end(rs);
+    handlers.end(rs, await readEach(rs, (data) => handlers.chunk(rs, data)));
   };
   void readEach(session.incomingUnidirectionalStreams, (s) => void readStream(s));
   void readEach(session.datagrams.readable, (d) => handlers.datagram(d));

@@ -15,6 +15,7 @@ import { loadFrameVectors } from '../harness/spec-data.js';
 import { TokenMint } from '../../src/session/tokens.js';
 import { certificateHash, createDevCertificate } from '../support/dev-certificate.js';
 import { FrameSplitter, FrameTooLarge } from '../../src/transport/webtransport-framing.js';
+import { readIncomingStreams, type WebTransportSession } from '../../src/transport/webtransport.js';
 
 const vectors = loadFrameVectors();
 const valid = vectors.filter((v) => v.expect !== undefined).map((v) => Buffer.from(v.hex, 'hex'));
@@ -181,5 +182,54 @@ describe('stream_endpoints', () => {
       { binding: 'ws', url: 'wss://[::1]:8720/arm/stream/2', channels: [2] },
       { binding: 'inline' },
     ]);
+  });
+});
+
+describe('streams the peer opens', () => {
+  /** A session whose peer opened the given streams (web streams, as the library hands them over). */
+  const sessionWith = (streams: ReadableStream<Uint8Array>[]) =>
+    ({
+      incomingUnidirectionalStreams: new ReadableStream({
+        start(c) {
+          for (const s of streams) c.enqueue(s);
+          c.close();
+        },
+      }),
+      incomingBidirectionalStreams: new ReadableStream({ start: (c) => c.close() }),
+      datagrams: { readable: new ReadableStream({ start: (c) => c.close() }) },
+    }) as unknown as WebTransportSession;
+
+  it('a stream the peer resets ends too (not finished), so what was held for it can go', async () => {
+    const ended = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new Uint8Array([1]));
+        c.close();
+      },
+    });
+    let sent = false; // one chunk (say, a frame's header), then the peer resets the stream
+    const reset = new ReadableStream<Uint8Array>(
+      {
+        pull(c) {
+          if (sent) return c.error(new Error('reset by the peer'));
+          sent = true;
+          c.enqueue(new Uint8Array([2]));
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const seen: string[] = [];
+    const name = (s: object) => (s === ended ? 'ended' : 'reset');
+    await new Promise<void>((resolve) => {
+      setTimeout(resolve, 5_000).unref(); // without a second `end`, the expectation below says so
+      readIncomingStreams(sessionWith([ended, reset]), {
+        chunk: (s, data) => seen.push(`${name(s)}:chunk ${data[0]}`),
+        end: (s, finished) => {
+          seen.push(`${name(s)}:end ${finished}`);
+          if (seen.filter((e) => e.includes(':end')).length === 2) resolve();
+        },
+        datagram: () => undefined,
+      });
+    });
+    expect(seen.sort()).toEqual(['ended:chunk 1', 'ended:end true', 'reset:chunk 2', 'reset:end false']);
   });
 });

@@ -55,7 +55,7 @@ export class WebTransportRelay {
     );
     readIncomingStreams(agent, {
       chunk: (stream, data) => this.fromAgent(stream, data),
-      end: (stream) => this.agentStreamEnded(stream),
+      end: (stream, finished) => this.agentStreamEnded(stream, finished),
       // A datagram holds exactly one frame (a frame too large for one goes on a stream).
       datagram: (data) => this.bridge.fromAgent(Buffer.from(data.buffer, data.byteOffset, data.byteLength)),
     });
@@ -91,11 +91,12 @@ export class WebTransportRelay {
     for (const buf of frames) if (!this.bridge.fromAgent(buf)) return;
   }
 
-  private agentStreamEnded(stream: object): void {
+  /** A reset stream's partial frame is dropped with it; one that ended inside a frame is malformed. */
+  private agentStreamEnded(stream: object, finished: boolean): void {
     const splitter = this.splitters.get(stream);
     this.splitters.delete(stream);
     try {
-      splitter?.end();
+      if (finished) splitter?.end();
     } catch {
       this.bridge.end(1002, MALFORMED, 'agent stream ended inside a frame');
     }
