@@ -204,6 +204,7 @@ export class ObserverShell {
       case 'attach': {
         const hub = this.hub;
         const sub = new Subscriber(e.conn.sink, hub.highWaterBytes, hub.maxQueuedBytes, hub.frameObserver);
+        sub.sampleLatency = hub.mode === 'streaming'; // only streaming sessions report telemetry windows
         for (const g of e.channels) sub.subscribe(g, this.positions.get(g.name), this.rebased.has(g.name));
         this.conn = e.conn;
         this.sub = sub;

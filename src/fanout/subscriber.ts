@@ -110,6 +110,11 @@ export class Subscriber {
   private streamed = false;
   readonly control: Outbox;
   private tap: FrameTap | undefined;
+  /**
+   * Whether frames' pipeline latency is sampled for session.telemetry (AWP-TIM-006). Off in lockstep,
+   * where no telemetry window drains the samples: a world stamping ts_send_ns would grow them per frame.
+   */
+  sampleLatency = true;
 
   constructor(controlSink: Sink, highWaterBytes: number, maxQueuedBytes: number, observer?: OutboxObserver) {
     this.control = new Outbox(controlSink, highWaterBytes, maxQueuedBytes, observer);
@@ -309,7 +314,7 @@ export class Subscriber {
       }
     }
     c.lastSeq = frame.seq;
-    if (frame.ts_send_ns !== undefined) {
+    if (frame.ts_send_ns !== undefined && this.sampleLatency) {
       c.pipeline.add(frame.ts_send_ns - frame.ts_mono_ns);
     }
     this.tap?.delivered(frame, this.stream !== null);

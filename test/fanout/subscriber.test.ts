@@ -56,6 +56,16 @@ function inlineSeqs(sink: RecordingSink): { seq: number; flags: number }[] {
 }
 
 describe('subscriber delivery rules', () => {
+  it('AWP-TIM-006 samples pipeline latency for telemetry windows, and none where no window drains them (lockstep)', () => {
+    for (const sampleLatency of [true, false]) {
+      const sub = new Subscriber(new RecordingSink(), 1024, 1 << 20);
+      sub.sampleLatency = sampleLatency;
+      sub.subscribe(channel(3, 10, false));
+      for (let s = 1; s <= 1000; s++) sub.deliver(frame(3, s, s * 100, s === 1), note);
+      expect(sub.takeTelemetry().overall?.count).toBe(sampleLatency ? 1000 : undefined);
+    }
+  });
+
   it('AWP-DAT-002 a reliable channel is never downsampled, even when the world sends a burst above its rate', () => {
     const sink = new RecordingSink();
     const sub = new Subscriber(sink, 1024, 1 << 20);
