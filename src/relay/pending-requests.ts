@@ -28,6 +28,11 @@ export interface Pending {
 
 /** The world's requests awaiting the agent's answer, at most (a world that never hears back is not our memory). */
 const MAX_WORLD_REQUESTS = 1024;
+/**
+ * The agent's requests awaiting the world's answer, at most: a world that never answers must not make
+ * an agent's pipelined requests the edge's memory. Far above what an agent keeps in flight.
+ */
+export const MAX_AGENT_REQUESTS = 4096;
 
 export class PendingRequests {
   /**
@@ -38,6 +43,11 @@ export class PendingRequests {
   private readonly byString = new Map<string, Pending>();
   /** Ids of the world's requests the agent has not answered yet, oldest first. */
   private readonly world = new Set<string>();
+
+  /** The agent's requests in flight. */
+  get size(): number {
+    return this.byNumber.size + this.byString.size;
+  }
 
   has(id: JsonRpcId): boolean {
     return typeof id === 'number' ? this.byNumber.has(id) : this.byString.has(id);

@@ -21,7 +21,7 @@ import { findMessageIntegerRangeViolation, isCount, isOutOfIntegerRange } from '
 import { errorText, parseMessage, type JsonRpcId, type ParsedMessage } from '../protocol/jsonrpc.js';
 import { observeActionState, observeSimClock } from '../policy/admission.js';
 import { channelTable } from './channels.js';
-import { key } from './pending-requests.js';
+import { key, MAX_AGENT_REQUESTS } from './pending-requests.js';
 import type { RelayEffect } from './relay-effects.js';
 import { invalidParams } from './resume.js';
 import { adoptGrant, frameRoute } from './session-ready.js';
@@ -92,6 +92,12 @@ export class RelayConnection extends SessionEstablishment {
       const detail = `request id ${JSON.stringify(id)} is already pending on this connection`;
       this.toAgent(errorText(id, jsonRpcError('INVALID_REQUEST', { detail })));
       this.emit({ kind: 'rejected', reason: 'duplicate_id' });
+      return;
+    }
+    if (this.pending.size >= MAX_AGENT_REQUESTS) {
+      const detail = `${MAX_AGENT_REQUESTS} requests are already waiting for the world on this connection`;
+      this.toAgent(errorText(id, edgeError('BUDGET_EXCEEDED', detail)));
+      this.emit({ kind: 'rejected', reason: 'requests_in_flight' });
       return;
     }
     switch (method) {

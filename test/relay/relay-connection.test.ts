@@ -1,5 +1,6 @@
 /** The relay state machine, driven deterministically without sockets. */
 import { describe, expect, it } from 'vitest';
+import { MAX_AGENT_REQUESTS } from '../../src/relay/pending-requests.js';
 import { RelayConnection } from '../../src/relay/relay-connection.js';
 import type { RelayEffect, RelayRoute } from '../../src/relay/relay-effects.js';
 import type { RelaySession } from '../../src/relay/relay-session.js';
@@ -135,6 +136,31 @@ describe('RelayConnection', () => {
     );
     expect(fx.some((e) => e.kind === 'journal-append')).toBe(false);
     expect(session.journal.size).toBe(1);
+  });
+
+  it('holds at most MAX_AGENT_REQUESTS of the agent requests for a world that does not answer; past that answers -32004', () => {
+    const { c } = openSession();
+    for (let i = 0; i < MAX_AGENT_REQUESTS; i++)
+      expect(sent(c.fromAgent(req(`p${i}`, 'ping', { origin_ns: 1 }), 10), 'to-upstream')).toHaveLength(1);
+    const fx = c.fromAgent(req('one-more', 'ping', { origin_ns: 1 }), 11);
+    expect(sent(fx, 'to-upstream')).toEqual([]);
+    expect(sent(fx, 'to-agent')).toEqual([
+      {
+        jsonrpc: '2.0',
+        id: 'one-more',
+        error: {
+          code: -32004,
+          message: 'AWP_EDGE_BUDGET_EXCEEDED',
+          data: {
+            retryable: true,
+            detail: `${MAX_AGENT_REQUESTS} requests are already waiting for the world on this connection`,
+          },
+        },
+      },
+    ]);
+    // An answer frees a place.
+    c.fromUpstream(res('p0', { origin_ns: 1, receive_ns: 2, transmit_ns: 2 }), 12);
+    expect(sent(c.fromAgent(req('one-more', 'ping', { origin_ns: 1 }), 13), 'to-upstream')).toHaveLength(1);
   });
 
   it('AWP-SES-003 mirrors the agent drop upstream at once and suspends the session', () => {
