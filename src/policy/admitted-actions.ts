@@ -16,11 +16,10 @@ export const MAX_ADMITTED_ACTIONS = 4096;
 const MAX_ACTION_ID_LENGTH = 128;
 
 export class AdmittedActions {
-  /** Admitted ids, oldest first: when each ended (edge ms), or null while its action lives. */
-  private readonly ids = new Map<string, number | null>();
-  /** Ids in the order they ended, so in order of expiry; entries for ids since dropped are skipped. */
-  private ended: string[] = [];
-  private head = 0;
+  /** Ids of live actions, in the order they were admitted. */
+  private readonly live = new Set<string>();
+  /** Ids of ended actions with when each ended (edge ms), in that order: the order they expire in. */
+  private readonly ended = new Map<string, number>();
   /** Until when (edge ms) an id dropped before its expiry may still be one the world holds. */
   private uncertainUntil = -Infinity;
 
@@ -31,13 +30,16 @@ export class AdmittedActions {
   ) {}
 
   get size(): number {
-    return this.ids.size;
+    return this.live.size + this.ended.size;
   }
 
   /** Whether the id is one the world admitted and still holds, as far as the edge knows. */
   has(actionId: string, nowMs: number): boolean {
-    this.expire(nowMs);
-    return this.ids.has(actionId);
+    for (const [id, at] of this.ended) {
+      if (at + this.retentionMs > nowMs) break;
+      this.ended.delete(id);
+    }
+    return this.live.has(actionId) || this.ended.has(actionId);
   }
 
   /** Whether an id the edge does not hold may still be one the world admitted. */
@@ -48,56 +50,26 @@ export class AdmittedActions {
   /** The world admitted the action. */
   add(actionId: string, nowMs: number): void {
     if (actionId.length > MAX_ACTION_ID_LENGTH || this.has(actionId, nowMs)) return;
-    this.ids.set(actionId, null);
-    if (this.ids.size > this.capacity) this.dropOne();
+    this.live.add(actionId);
+    if (this.size > this.capacity) this.dropOne();
   }
 
   /** The world reported the action in a terminal state. */
   end(actionId: string, nowMs: number): void {
-    if (this.ids.get(actionId) !== null) return; // unknown, or already ended
-    this.ids.set(actionId, nowMs); // an existing key keeps its place in the Map's order
-    this.ended.push(actionId);
+    if (this.live.delete(actionId)) this.ended.set(actionId, nowMs);
   }
 
-  private expire(nowMs: number): void {
-    while (this.head < this.ended.length) {
-      const id = this.ended[this.head]!;
-      const at = this.ids.get(id);
-      if (typeof at === 'number') {
-        if (at + this.retentionMs > nowMs) break;
-        this.ids.delete(id);
-      }
-      this.head++;
-    }
-    this.compact();
-  }
-
+  /** The id that ended first goes, or else the oldest live one: the world holds that for the session's life. */
   private dropOne(): void {
-    while (this.head < this.ended.length) {
-      const id = this.ended[this.head++]!;
-      const at = this.ids.get(id);
-      if (typeof at !== 'number') continue;
-      this.ids.delete(id);
-      this.forgotUntil(at + this.retentionMs);
-      this.compact();
+    for (const [id, at] of this.ended) {
+      this.ended.delete(id);
+      this.uncertainUntil = Math.max(this.uncertainUntil, at + this.retentionMs);
       return;
     }
-    const oldest = this.ids.keys().next().value!;
-    this.ids.delete(oldest);
-    this.forgotUntil(Infinity); // a live action's id: the world holds it for the session's life
-  }
-
-  private forgotUntil(until: number): void {
-    this.uncertainUntil = Math.max(this.uncertainUntil, until);
-  }
-
-  private compact(): void {
-    if (this.head === this.ended.length) {
-      this.ended = [];
-      this.head = 0;
-    } else if (this.head > 1024) {
-      this.ended = this.ended.slice(this.head);
-      this.head = 0;
+    for (const id of this.live) {
+      this.live.delete(id);
+      this.uncertainUntil = Infinity;
+      return;
     }
   }
 }
