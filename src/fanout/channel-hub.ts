@@ -246,6 +246,7 @@ export class ChannelHub {
         case 'grants':
           // Not cleared: frames of a channel being unsubscribed are still counted under its name.
           for (const g of e.grants) this.names.set(g.channel_id, g.channel);
+          this.cache.retain((id) => this.granted(id));
           break;
         case 'subscribed':
           this.subscription.subscribed(e.ref, e.ok);
@@ -316,8 +317,16 @@ export class ChannelHub {
     this.fanOut(frame);
   }
 
+  /** Whether the upstream session holds channel `id` now. */
+  private granted(id: number): boolean {
+    const name = this.names.get(id);
+    return name !== undefined && this.upstream.grants.get(name)?.channel_id === id;
+  }
+
   private fanOut(frame: HubFrame): void {
-    this.cache.add(frame);
+    // A channel's first keyframe may overtake the world's answer granting it (two connections); other
+    // frames of channels not granted are a world's mistake, not kept.
+    if (this.granted(frame.channel_id) || this.subscription.asking) this.cache.add(frame);
     const now = this.ctx.now();
     const channel = this.names.get(frame.channel_id) ?? 'unknown';
     this.ctx.frames.received(channel, frame.buf.length);

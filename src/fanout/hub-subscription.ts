@@ -47,6 +47,11 @@ export class HubSubscription<A extends ChannelAsker> {
 
   constructor(private readonly ctx: HubSubscriptionContext<A>) {}
 
+  /** Whether an upstream `obs.subscribe` is with the world. */
+  get asking(): boolean {
+    return this.subscribing.size > 0;
+  }
+
   /** Makes the upstream session carry `wants`, then answers the observer's request `ref`. */
   ensure(asker: A, ref: number, wants: readonly Need[]): void {
     const up = this.ctx.upstream;

@@ -54,27 +54,59 @@ export function inlineText(frame: HubFrame): Buffer {
 
 /** Deltas kept after a keyframe at most; a channel without keyframes that often is served live only. */
 const MAX_DELTAS = 256;
-const MAX_BYTES = 32 * 1024 * 1024;
+/** Bytes kept for one channel at most (its keyframe and deltas). */
+const MAX_CHANNEL_BYTES = 32 * 1024 * 1024;
+/**
+ * Bytes kept for all of a hub's channels at most: a world declaring or sending many channels cannot make
+ * the edge hold 32 MiB for each (channel ids go to 65,535). A channel that would pass it is served live.
+ */
+export const MAX_CACHE_BYTES = 128 * 1024 * 1024;
+
+interface Entry {
+  keyframe: HubFrame;
+  deltas: HubFrame[];
+  bytes: number;
+}
 
 export class KeyframeCache {
-  private readonly channels = new Map<
-    number,
-    { keyframe: HubFrame; deltas: HubFrame[]; bytes: number } | null
-  >();
+  /** null: the channel waits for its next keyframe. */
+  private readonly channels = new Map<number, Entry | null>();
+  private total = 0;
+
+  constructor(private readonly maxBytes = MAX_CACHE_BYTES) {}
+
+  /** Bytes held, all channels. */
+  get bytes(): number {
+    return this.total;
+  }
 
   add(frame: HubFrame): void {
+    const id = frame.channel_id;
+    const len = frame.buf.length;
     if ((frame.flags & FLAG_KEYFRAME) !== 0) {
-      this.channels.set(frame.channel_id, { keyframe: frame, deltas: [], bytes: frame.buf.length });
+      this.forget(id);
+      if (this.total + len > this.maxBytes || len > MAX_CHANNEL_BYTES) {
+        this.channels.set(id, null); // no room: served live until a keyframe fits
+        return;
+      }
+      this.channels.set(id, { keyframe: frame, deltas: [], bytes: len });
+      this.total += len;
       return;
     }
-    const entry = this.channels.get(frame.channel_id);
+    const entry = this.channels.get(id);
     if (entry === undefined || entry === null) return;
-    if (entry.deltas.length >= MAX_DELTAS || entry.bytes + frame.buf.length > MAX_BYTES) {
-      this.channels.set(frame.channel_id, null); // too long since the keyframe: wait for the next one
+    if (
+      entry.deltas.length >= MAX_DELTAS ||
+      entry.bytes + len > MAX_CHANNEL_BYTES ||
+      this.total + len > this.maxBytes
+    ) {
+      this.forget(id);
+      this.channels.set(id, null); // too long since the keyframe: wait for the next one
       return;
     }
     entry.deltas.push(frame);
-    entry.bytes += frame.buf.length;
+    entry.bytes += len;
+    this.total += len;
   }
 
   /**
@@ -88,10 +120,17 @@ export class KeyframeCache {
   }
 
   forget(channel_id: number): void {
+    this.total -= this.channels.get(channel_id)?.bytes ?? 0;
     this.channels.delete(channel_id);
+  }
+
+  /** Forgets every channel but those `keep` says. */
+  retain(keep: (channel_id: number) => boolean): void {
+    for (const id of [...this.channels.keys()]) if (!keep(id)) this.forget(id);
   }
 
   clear(): void {
     this.channels.clear();
+    this.total = 0;
   }
 }
