@@ -69,9 +69,17 @@ export interface RpcInvalid {
 
 export type ParseOutcome = RpcMessage | RpcInvalid;
 
+/**
+ * The longest string id taken. JSON-RPC sets none; ids are numbers or UUIDs in practice, and a peer's
+ * id is held while its request is in flight (thousands per connection), so it must not be a megabyte.
+ */
+export const MAX_ID_CHARS = 256;
+
 function isId(v: unknown): v is JsonRpcId {
-  return typeof v === 'string' || typeof v === 'number';
+  return typeof v === 'number' || (typeof v === 'string' && v.length <= MAX_ID_CHARS);
 }
+
+const ID_RULE = `a number or a string of at most ${MAX_ID_CHARS} characters`;
 
 function invalid(
   text: string,
@@ -172,7 +180,7 @@ export function parseMessage(text: string, maxDepth = DEFAULT_MAX_JSON_DEPTH): P
     }
     if (!hasId) return { kind: 'notification', method, params, text, raw };
     // A null id is legal JSON-RPC but indistinguishable from "unknown id" in answers; AWP requests need one.
-    if (!isId(id)) return invalid(text, 'INVALID_REQUEST', "'id' must be a string or number", id);
+    if (!isId(id)) return invalid(text, 'INVALID_REQUEST', `'id' must be ${ID_RULE}`, id);
     return { kind: 'request', id, method, params, text, raw };
   }
 
@@ -183,8 +191,7 @@ export function parseMessage(text: string, maxDepth = DEFAULT_MAX_JSON_DEPTH): P
     return invalid(text, 'INVALID_REQUEST', "a response cannot carry both 'result' and 'error'", id, true);
   }
   if ('result' in raw) {
-    if (!isId(id))
-      return invalid(text, 'INVALID_REQUEST', "a result needs a string or number 'id'", id, true);
+    if (!isId(id)) return invalid(text, 'INVALID_REQUEST', `a result's 'id' must be ${ID_RULE}`, id, true);
     return { kind: 'result', id, result: raw.result, text, raw };
   }
   const error = raw.error;
@@ -198,7 +205,7 @@ export function parseMessage(text: string, maxDepth = DEFAULT_MAX_JSON_DEPTH): P
     );
   }
   if (id !== null && !isId(id)) {
-    return invalid(text, 'INVALID_REQUEST', "an error's 'id' must be a string, number or null", id, true);
+    return invalid(text, 'INVALID_REQUEST', `an error's 'id' must be null or ${ID_RULE}`, id, true);
   }
   // A non-object `data` (legal JSON-RPC, never AWP) stays in `raw` only.
   const data = isRecord(error.data) ? error.data : undefined;

@@ -9,6 +9,13 @@ import type { JsonRpcId, ParsedMessage } from '../protocol/jsonrpc.js';
 import type { RelayRoute } from './relay-effects.js';
 import type { UpstreamState } from './upstream-link.js';
 
+/**
+ * The longest initialize params (as JSON) a manifest is cached under. An agent's are a few hundred
+ * bytes; larger ones are relayed and never kept, or an agent sending a route's cache limit of
+ * different 32 MiB params would make one route hold gigabytes.
+ */
+export const MAX_CACHED_PARAMS_CHARS = 4096;
+
 interface Deferred {
   readonly id: JsonRpcId;
   readonly text: string;
@@ -25,16 +32,17 @@ export class InitializeCache {
 
   /**
    * The agent's initialize: the reply and the manifest from the cache when `cacheable`, else the key the
-   * world's result is to be cached under.
+   * world's result is to be cached under (none for params over MAX_CACHED_PARAMS_CHARS).
    */
   fromAgent(
     id: JsonRpcId,
     params: unknown,
     text: string,
     cacheable: boolean,
-  ): { reply: string; manifest: unknown } | { key: string } {
+  ): { reply: string; manifest: unknown } | { key: string | undefined } {
     this.params = (params ?? undefined) as Record<string, unknown> | undefined;
     const key = JSON.stringify(params ?? null);
+    if (key.length > MAX_CACHED_PARAMS_CHARS) return { key: undefined };
     const cached = cacheable ? this.route.manifestFor(key) : undefined;
     if (cached === undefined) return { key };
     this.deferred = { id, text, paramsKey: key, answered: cached };
@@ -70,9 +78,9 @@ export class InitializeCache {
     return false;
   }
 
-  /** The world's result for an initialize relayed upstream: cached for later connections. */
+  /** The world's result for an initialize relayed upstream: cached for later connections (if it has a key). */
   remember(key: string | undefined, result: unknown): void {
-    this.route.rememberManifest(key ?? 'null', JSON.stringify(result));
+    if (key !== undefined) this.route.rememberManifest(key, JSON.stringify(result));
   }
 }
 

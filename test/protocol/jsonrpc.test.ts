@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   errorText,
   invalidResponseText,
+  MAX_ID_CHARS,
   notificationText,
   parseMessage,
   requestText,
@@ -103,6 +104,20 @@ describe('parseMessage: invalid texts', () => {
       expect(out.error.code).toBe(-32600);
       expect(out.id).toBeNull();
     }
+  });
+
+  it('takes string ids up to MAX_ID_CHARS; a longer one is -32600 with a null id, and a response carrying one is broken', () => {
+    const longest = 'i'.repeat(MAX_ID_CHARS);
+    const request = (id: string) => `{"jsonrpc":"2.0","id":"${id}","method":"ping","params":{"origin_ns":1}}`;
+    expect(parseMessage(request(longest))).toMatchObject({ kind: 'request', id: longest });
+    const out = expectInvalid(parseMessage(request(`${longest}i`)));
+    expect([out.error.code, out.id, out.wasResponse]).toEqual([-32600, null, false]);
+    expect(JSON.stringify(out.error.data)).toContain(`at most ${MAX_ID_CHARS} characters`);
+    for (const response of [
+      `{"jsonrpc":"2.0","id":"${longest}i","result":{}}`,
+      `{"jsonrpc":"2.0","id":"${longest}i","error":{"code":1,"message":"x"}}`,
+    ])
+      expect(expectInvalid(parseMessage(response)).wasResponse).toBe(true);
   });
 
   it('answers a non-string method, scalar params, or method plus result with -32600', () => {

@@ -1,5 +1,7 @@
 /** The relay state machine, driven deterministically without sockets. */
 import { describe, expect, it } from 'vitest';
+import { MAX_ID_CHARS } from '../../src/protocol/jsonrpc.js';
+import { MAX_CACHED_PARAMS_CHARS } from '../../src/relay/initialize-cache.js';
 import { MAX_AGENT_REQUESTS } from '../../src/relay/pending-requests.js';
 import { RelayConnection } from '../../src/relay/relay-connection.js';
 import type { RelayEffect, RelayRoute } from '../../src/relay/relay-effects.js';
@@ -161,6 +163,31 @@ describe('RelayConnection', () => {
     // An answer frees a place.
     c.fromUpstream(res('p0', { origin_ns: 1, receive_ns: 2, transmit_ns: 2 }), 12);
     expect(sent(c.fromAgent(req('one-more', 'ping', { origin_ns: 1 }), 13), 'to-upstream')).toHaveLength(1);
+  });
+
+  it('a request id over MAX_ID_CHARS is refused (-32600, nothing forwarded); a world request with one never reaches the agent', () => {
+    const { c } = openSession();
+    const long = 'x'.repeat(MAX_ID_CHARS + 1);
+    const fx = c.fromAgent(req(long, 'ping', { origin_ns: 1 }), 10);
+    expect(sent(fx, 'to-upstream')).toEqual([]);
+    expect(sent(fx, 'to-agent')).toMatchObject([{ id: null, error: { code: -32600 } }]);
+    const world = c.fromUpstream(req(long, 'ping', { origin_ns: 1 }), 11);
+    expect(sent(world, 'to-agent')).toEqual([]);
+    expect(world).toMatchObject([{ kind: 'dropped', from: 'world', reason: 'invalid' }]);
+  });
+
+  it('initialize params over MAX_CACHED_PARAMS_CHARS are relayed, and the answer is not cached under them', () => {
+    const r = route();
+    const c = new RelayConnection(r);
+    const params = { protocol_versions: ['0.1'], agent: { name: 'n'.repeat(MAX_CACHED_PARAMS_CHARS) } };
+    c.fromAgent(req(1, 'initialize', params), 0);
+    expect(sent(c.upstreamOpened(), 'to-upstream')).toMatchObject([{ id: 1, method: 'initialize' }]);
+    expect(sent(c.fromUpstream(res(1, MANIFEST), 1), 'to-agent')).toMatchObject([
+      { id: 1, result: MANIFEST },
+    ]);
+    expect(r.manifests.size).toBe(0);
+    openSession(r); // small params: cached as before
+    expect([...r.manifests.keys()]).toEqual([JSON.stringify({ protocol_versions: ['0.1'] })]);
   });
 
   it('AWP-SES-003 mirrors the agent drop upstream at once and suspends the session', () => {
