@@ -39,6 +39,12 @@ export type HubUpstreamEffect =
 
 type Phase = 'idle' | 'dialing' | 'initializing' | 'opening' | 'resuming' | 'ready' | 'closed';
 
+/**
+ * Heartbeat pings the world may leave unanswered: past them the hub sends none until it answers, so a
+ * world that stops answering (its connection alive) does not grow the hub's requests by one per beat.
+ */
+export const MAX_UNANSWERED_PINGS = 16;
+
 interface Pending {
   readonly method: string;
   /** The request's number (its id's suffix): the world runs requests in the order they were sent. */
@@ -154,10 +160,20 @@ export class HubUpstream {
   }
 
   private heartbeat(now: number): void {
-    if (this.phase === 'ready' && now - this.lastPingAt >= this.heartbeat_interval_ms / 2) {
+    if (
+      this.phase === 'ready' &&
+      now - this.lastPingAt >= this.heartbeat_interval_ms / 2 &&
+      this.unansweredPings() < MAX_UNANSWERED_PINGS
+    ) {
       this.lastPingAt = now;
       this.request('ping', { origin_ns: Math.round(now * 1e6), last_status_seq: this.lastSeq }, now);
     }
+  }
+
+  private unansweredPings(): number {
+    let n = 0;
+    for (const p of this.pending.values()) if (p.method === 'ping') n++;
+    return n;
   }
 
   /**

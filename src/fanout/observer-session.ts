@@ -9,7 +9,7 @@
  * by a later input (`channelsEnsured`) naming the request.
  */
 import { pongText } from '../protocol/clock-sync.js';
-import { awpError, type RpcErrorObject } from '../protocol/errors.js';
+import { awpError, edgeError, type RpcErrorObject } from '../protocol/errors.js';
 import { findMessageIntegerRangeViolation, isCount } from '../protocol/integers.js';
 import {
   errorText,
@@ -35,6 +35,12 @@ import {
 import type { SubscribedChannel } from './subscriber.js';
 
 const EMPTY: readonly never[] = [];
+
+/**
+ * An observer's subscribes waiting for the world at most: each is also a request of the hub's upstream,
+ * so an observer pipelining them while the world is slow must not make them the edge's memory.
+ */
+export const MAX_SUBSCRIBES_IN_FLIGHT = 64;
 
 /** A request of the observer's waiting for the hub to carry its channels (see `channelsEnsured`). */
 type Asked<C> =
@@ -264,6 +270,10 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
   private subscribe(id: JsonRpcId, p: Record<string, unknown>): void {
     const requested = requestedChannels(p.channels, this.host, this.modalities);
     if (!Array.isArray(requested)) return this.send(errorText(id, requested));
+    if (this.asked.size >= MAX_SUBSCRIBES_IN_FLIGHT) {
+      const detail = `${MAX_SUBSCRIBES_IN_FLIGHT} subscribes of this session are already waiting for the world`;
+      return this.send(errorText(id, edgeError('BUDGET_EXCEEDED', detail)));
+    }
     this.ask({ kind: 'subscribe', conn: this.conn!, id, added: this.grants.want(requested) });
   }
 

@@ -1,9 +1,12 @@
 /**
- * A hostile world behind an observer route (`observers: 'fanout'`): frames on channels it never granted
- * the edge's hub. The edge neither keeps them (they are not a keyframe cache's to hold: memory) nor serves
- * them to an observer that subscribes to the channel later (AWP-OBS-005: that would be historical replay).
+ * A hostile or stalled world behind an observer route (`observers: 'fanout'`). Frames on channels it never
+ * granted the edge's hub are neither kept (memory) nor served to an observer subscribing to the channel
+ * later (AWP-OBS-005: that would be historical replay). A world that stops answering does not make the
+ * hub's requests, or an observer's, the edge's memory.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { MAX_UNANSWERED_PINGS } from '../../src/fanout/hub-upstream.js';
+import { MAX_SUBSCRIBES_IN_FLIGHT } from '../../src/fanout/observer-session.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { FLAG_KEYFRAME } from '../../src/protocol/frame.js';
 import { hubsOf } from '../fanout/rig.js';
@@ -11,6 +14,7 @@ import { ObserverClient } from '../fanout/observer-client.js';
 import { AGENT_TOKEN } from '../support/edge.js';
 import type { Json } from '../support/awp-client.js';
 import { pingOk, sleep, startRig, until, type HostileRig } from './support.js';
+import { WORLD_TOKEN } from './world.js';
 
 let rig: HostileRig | undefined;
 const cleanups: (() => void)[] = [];
@@ -23,10 +27,18 @@ afterEach(async () => {
 const STATE = { channel: 'state', channel_id: 1, rate_hz: 10 };
 const CAM = { channel: 'cam', channel_id: 2, rate_hz: 10 };
 
-/** The world declares `cam` too, and grants what the hub subscribes to (its complete list, AWP-NEG-004). */
-function declareCam(r: HostileRig): void {
+/**
+ * The world declares `cam` too, and grants what the hub subscribes to (its complete list, AWP-NEG-004);
+ * requests `held` says are kept unanswered in `unanswered`.
+ */
+function declareCam(r: HostileRig, held: (msg: Json) => boolean = () => false): Json[] {
   const granted = new Map([['state', STATE]]);
+  const unanswered: Json[] = [];
   r.world.responder = (msg: Json) => {
+    if (held(msg)) {
+      unanswered.push(msg);
+      return null;
+    }
     if (msg.method === 'initialize')
       return {
         protocol_version: '0.1',
@@ -43,9 +55,25 @@ function declareCam(r: HostileRig): void {
         if (c.channel === 'cam') granted.set('cam', CAM);
       return { granted: [...granted.values()] };
     }
+    if (msg.method === 'session.open')
+      return {
+        session_id: 'world-session-1',
+        session_token: WORLD_TOKEN,
+        mode: 'streaming',
+        heartbeat_interval_ms: HEARTBEAT_MS,
+        reconnect_window_ms: 10_000,
+        stream_endpoints: [{ binding: 'ws', url: r.world.streamUrl }, { binding: 'inline' }],
+        granted: { channels: [STATE] },
+      };
     return undefined;
   };
+  return unanswered;
 }
+
+/** The hub pings the world every half heartbeat: this makes it once per hub tick (50 ms). */
+const HEARTBEAT_MS = 100;
+
+const answer = (msg: Json, result: Json): Json => ({ jsonrpc: '2.0', id: msg.id!, result });
 
 let tsNs = 1_000_000;
 function frame(channel_id: number, seq: number, keyframe: boolean, bytes = 16): Buffer {
@@ -113,5 +141,46 @@ describe('hostile world: frames on channels it did not grant', () => {
     await until(() => (late.channels.get(STATE.channel_id)?.count ?? 0) > 0, 5000, 'the cached keyframe');
     expect(late.channels.get(STATE.channel_id)!.seq).toEqual([2]);
     await pingOk(r.bystander);
+  }, 30_000);
+
+  it('an observer pipelining subscribes while the world does not answer gets -32004 past MAX_SUBSCRIBES_IN_FLIGHT; the others are answered when the world answers', async () => {
+    rig = await startRig({}, {}, { observers: 'fanout' });
+    const r = rig;
+    const held = declareCam(r, (msg) => msg.method === 'obs.subscribe');
+    const o = await observer(r);
+    const waiting = Array.from({ length: MAX_SUBSCRIBES_IN_FLIGHT }, () =>
+      o.call('obs.subscribe', { channels: [{ channel: 'cam' }] }, 10_000),
+    );
+    await until(() => held.length === MAX_SUBSCRIBES_IN_FLIGHT, 5000, 'the hub to relay every subscribe');
+    const over = await o.call('obs.subscribe', { channels: [{ channel: 'cam' }] });
+    expect(over.error).toMatchObject({
+      code: -32004,
+      message: 'AWP_EDGE_BUDGET_EXCEEDED',
+      data: { retryable: true },
+    });
+    await sleep(200);
+    expect(held.length).toBe(MAX_SUBSCRIBES_IN_FLIGHT); // the refused one never went upstream
+    for (const msg of held) r.world.send(answer(msg, { granted: [STATE, CAM] }));
+    for (const a of await Promise.all(waiting)) expect(a.error).toBeUndefined();
+    await pingOk(r.bystander);
+  }, 30_000);
+
+  it("a world that stops answering the hub's heartbeat pings is sent at most MAX_UNANSWERED_PINGS; they go on once it answers", async () => {
+    rig = await startRig({}, {}, { observers: 'fanout' });
+    const r = rig;
+    let silent = false;
+    const held = declareCam(r, (msg) => silent && msg.method === 'ping');
+    const o = await observer(r);
+    const pings = (): number => r.world.allMessages().filter((m) => m.method === 'ping').length;
+    const before = pings();
+    silent = true;
+    await until(() => held.length === MAX_UNANSWERED_PINGS, 5000, 'unanswered pings');
+    await sleep(40 * HEARTBEAT_MS); // about 40 more heartbeats were due
+    expect(pings() - before).toBe(MAX_UNANSWERED_PINGS);
+    silent = false;
+    const t = (n: number) => ({ origin_ns: n, receive_ns: n, transmit_ns: n });
+    for (const msg of held) r.world.send(answer(msg, t(1)));
+    await until(() => pings() > before + MAX_UNANSWERED_PINGS + 2, 5000, 'heartbeats after the answers');
+    await barrier(r, o, 1); // the hub still serves its observer
   }, 30_000);
 });
