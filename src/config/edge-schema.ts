@@ -139,7 +139,12 @@ const TIMING = {
       5_000,
       'WebSocket-level ping interval on each hop; a hop silent for two intervals is lost (0: no pings).',
     ),
-    upstream_connect_timeout_ms: int(100, 120_000, 5_000, 'How long dialling a world may take.'),
+    upstream_connect_timeout_ms: int(
+      100,
+      120_000,
+      5_000,
+      'How long dialling a world may take (for an observer hub, until the world has opened its session).',
+    ),
   },
 } as const;
 

@@ -87,7 +87,12 @@ export class ChannelHub {
     readonly mode: 'streaming' | 'lockstep',
     private readonly ctx: HubContext,
   ) {
-    this.upstream = new HubUpstream(mode, () => this.subscription.union(), ctx.maxJsonDepth);
+    this.upstream = new HubUpstream(
+      mode,
+      () => this.subscription.union(),
+      ctx.maxJsonDepth,
+      ctx.connectTimeoutMs,
+    );
     this.subscription = new HubSubscription({
       upstream: this.upstream,
       observers: () => this.observers.values(),

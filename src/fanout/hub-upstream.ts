@@ -90,7 +90,14 @@ export class HubUpstream {
     private readonly wanted: () => { channel: string; rate_hz?: number }[],
     /** Messages from the world nesting deeper are refused before they are parsed (transport.max_json_depth). */
     private readonly maxJsonDepth = DEFAULT_MAX_JSON_DEPTH,
+    /** How long the world may take to open (or resume) the session once connected. */
+    private readonly openTimeoutMs = 5_000,
   ) {}
+
+  /** Why the session failed, once it has. */
+  failure: string | null = null;
+  /** When the control connection came up, while the session is not open on it yet. */
+  private connectedAt: number | null = null;
 
   get isReady(): boolean {
     return this.phase === 'ready' && this.readyAfterPing === null;
@@ -116,6 +123,7 @@ export class HubUpstream {
 
   connected(now: number): HubUpstreamEffect[] {
     this.phase = 'initializing';
+    this.connectedAt = now;
     this.initialize(STANDARD_MODALITIES, now);
     return this.flush();
   }
@@ -124,11 +132,12 @@ export class HubUpstream {
   lost(): HubUpstreamEffect[] {
     if (this.phase === 'closed') return [];
     this.pending.clear();
+    this.connectedAt = null;
     this.leaving.clear(); // unanswered: the resumed session's grants say what the world kept
     this.readyAfterPing = null;
     if (this.token === null) {
       this.phase = 'closed';
-      this.out.push({ kind: 'failed', reason: 'world connection lost before the session opened' });
+      this.failed('world connection lost before the session opened');
     } else {
       this.phase = 'dialing';
       this.out.push({ kind: 'dial' });
@@ -138,7 +147,7 @@ export class HubUpstream {
 
   dialFailed(detail: string): HubUpstreamEffect[] {
     this.phase = 'closed';
-    this.out.push({ kind: 'failed', reason: detail });
+    this.failed(detail);
     return this.flush();
   }
 
@@ -155,6 +164,12 @@ export class HubUpstream {
 
   /** Heartbeats of the hub's own session (AWP-SAF-001): it is this session's agent. */
   tickTimers(now: number): HubUpstreamEffect[] {
+    if (this.isReady || this.phase === 'closed') this.connectedAt = null;
+    else if (this.connectedAt !== null && now - this.connectedAt > this.openTimeoutMs) {
+      // A world that took the connection but does not answer: waiting observers are refused, not left.
+      this.connectedAt = null;
+      this.fail(`world did not open the session within ${this.openTimeoutMs} ms`);
+    }
     this.heartbeat(now);
     return this.flush();
   }
@@ -257,6 +272,7 @@ export class HubUpstream {
       mode: this.mode,
       maxJsonDepth: this.maxJsonDepth,
       manifestJson: () => JSON.stringify(this.manifest ?? {}),
+      failure: () => this.failure,
       channelDecl: (name) => this.channels.get(name),
       upstreamGrant: (name) => this.grants.get(name),
       sessionNow: (nowMs) => this.sessionNow(Math.round(nowMs * 1e6)),
@@ -294,7 +310,7 @@ export class HubUpstream {
       this.phase = 'closed';
       // Never String() a world's value: an object whose toString is not a function throws.
       const reason = typeof p.reason === 'string' ? p.reason : 'no reason given';
-      this.out.push({ kind: 'failed', reason: `world closed the hub session (${reason})` });
+      this.failed(`world closed the hub session (${reason})`);
     }
   }
 
@@ -400,9 +416,15 @@ export class HubUpstream {
     this.out.push({ kind: 'grants', grants: [...grants.values()] });
   }
 
+  /** The session is lost for good: `failure` says why, to observers arriving after. */
+  private failed(reason: string): void {
+    this.failure = reason;
+    this.out.push({ kind: 'failed', reason });
+  }
+
   private fail(reason: string, code = 1000, closeReason = 'hub session failed'): void {
     this.phase = 'closed';
-    this.out.push({ kind: 'failed', reason });
+    this.failed(reason);
     this.out.push({ kind: 'close', code, reason: closeReason });
   }
 

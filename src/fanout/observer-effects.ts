@@ -13,6 +13,8 @@ export interface ObserverHost extends GrantSource {
   /** Observers' messages nesting deeper are refused before they are parsed (transport.max_json_depth). */
   readonly maxJsonDepth: number;
   manifestJson(): string;
+  /** Why the world session failed, once it has (observers opening then are refused). */
+  failure(): string | null;
   /** The edge's estimate of the upstream session clock (ns), or undefined before any sample. */
   sessionNow(nowMs: number): number | undefined;
   readyFields(): {

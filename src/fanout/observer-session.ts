@@ -102,10 +102,13 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
   /** `session.open` without an embodiment, handed over by the relay connection that received it. */
   open(conn: C, id: JsonRpcId, params: Record<string, unknown>, now: number): readonly ObserverEffect<C>[] {
     this.attach(conn, now);
+    const failure = this.host.failure();
     const requested =
-      params.mode !== this.host.mode
-        ? awpError('AWP_TIME_MODEL_UNSUPPORTED', `this hub serves ${this.host.mode} observers`)
-        : requestedChannels(params.subscribe, this.host, this.modalities);
+      failure !== null
+        ? edgeError('UPSTREAM_UNAVAILABLE', failure)
+        : params.mode !== this.host.mode
+          ? awpError('AWP_TIME_MODEL_UNSUPPORTED', `this hub serves ${this.host.mode} observers`)
+          : requestedChannels(params.subscribe, this.host, this.modalities);
     if (!Array.isArray(requested)) this.refuseOpen(id, requested);
     else {
       this.grants.want(requested);

@@ -183,4 +183,44 @@ describe('hostile world: frames on channels it did not grant', () => {
     await until(() => pings() > before + MAX_UNANSWERED_PINGS + 2, 5000, 'heartbeats after the answers');
     await barrier(r, o, 1); // the hub still serves its observer
   }, 30_000);
+
+  it("a world that takes the hub's connection but never opens its session: waiting observers are refused after timing.upstream_connect_timeout_ms, not left waiting", async () => {
+    rig = await startRig({ timing: { upstream_connect_timeout_ms: 500 } }, {}, { observers: 'fanout' });
+    const r = rig;
+    let wedged = true;
+    // The agent's own initialize is relayed and answered; the hub's (it names the edge) is not.
+    declareCam(
+      r,
+      (msg) =>
+        wedged &&
+        msg.method === 'initialize' &&
+        (msg.params as Json).agent !== undefined &&
+        ((msg.params as Json).agent as Json).name === 'awp-edge',
+    );
+    const o = await ObserverClient.connect(r.edge.url('/w'), {
+      kind: 'inline',
+      credential: AGENT_TOKEN,
+      subscribe: [{ channel: 'state' }],
+    });
+    cleanups.push(() => o.terminate());
+    await o.initialize();
+    const started = Date.now();
+    const answer = await o.call(
+      'session.open',
+      { mode: 'streaming', subscribe: [{ channel: 'state' }] },
+      10_000,
+    );
+    expect(answer.error).toMatchObject({
+      code: -32001,
+      message: 'AWP_EDGE_UPSTREAM_UNAVAILABLE',
+      data: { retryable: true, detail: 'world did not open the session within 500 ms' },
+    });
+    expect(Date.now() - started).toBeLessThan(9000);
+    await until(() => hubsOf(r.edge).length === 0, 5000, 'the failed hub to go');
+    // Once the world answers, a new observer is served by a new hub.
+    wedged = false;
+    const next = await observer(r);
+    await barrier(r, next, 1);
+    await pingOk(r.bystander);
+  }, 30_000);
 });
