@@ -11,6 +11,14 @@ interface FrameNote {
   readonly channel: string;
 }
 
+/**
+ * Channel labels per route, binding and direction at most: channel names come from the world, and each
+ * is a set of series (histograms of many buckets) in every scrape. Past them, frames count under OTHER.
+ */
+export const MAX_CHANNEL_LABELS = 256;
+/** Not an AWP identifier, so no channel is named this. */
+export const OTHER_CHANNELS = '(other)';
+
 /** Above this many writes per second on a channel, forward latency is sampled uniformly. */
 const LATENCY_OBSERVATIONS_PER_SECOND = 1000;
 
@@ -36,6 +44,8 @@ interface Latency {
  * subscribers costs no label hashing and at most a few histogram observations a millisecond.
  */
 export class FrameMetrics {
+  /** The channel names given labels so far (see MAX_CHANNEL_LABELS). */
+  private readonly labelled = new Set<string>();
   private readonly tallies = new Map<string, Tally>();
   /** Frames received from the world, by channel. */
   private readonly receipts = new Map<string, Tally>();
@@ -77,11 +87,12 @@ export class FrameMetrics {
    * times; its forward latency, the same for all n, is one observation (the histogram samples anyway).
    */
   written(note: FrameNote, bytes: number, n = 1): void {
-    this.count(note.channel, 'forwarded', bytes * n, n);
     let l = this.latencies.get(note.channel);
     if (l === undefined) {
+      const channel = this.label(note.channel);
+      if (channel !== note.channel) return this.written({ ...note, channel }, bytes, n);
       l = {
-        histogram: this.metrics.forwardLatency.labels(this.route, note.channel, this.binding),
+        histogram: this.metrics.forwardLatency.labels(this.route, channel, this.binding),
         stride: 1,
         writes: 0,
         windowStart: this.now(),
@@ -89,6 +100,7 @@ export class FrameMetrics {
       };
       this.latencies.set(note.channel, l);
     }
+    this.count(note.channel, 'forwarded', bytes * n, n);
     l.windowWrites += n;
     if ((l.writes += n) >= l.stride) {
       l.writes = 0;
@@ -111,6 +123,8 @@ export class FrameMetrics {
     const key = `${channel}\u0000${outcome}`;
     let t = this.tallies.get(key);
     if (t === undefined) {
+      const label = this.label(channel);
+      if (label !== channel) return this.count(label, outcome, bytes, n);
       const labels = { route: this.route, channel, direction: this.direction, outcome };
       t = {
         n: 0,
@@ -127,6 +141,8 @@ export class FrameMetrics {
   received(channel: string, bytes: number): void {
     let t = this.receipts.get(channel);
     if (t === undefined) {
+      const label = this.label(channel);
+      if (label !== channel) return this.received(label, bytes);
       const labels = { route: this.route, channel };
       t = {
         n: 0,
@@ -151,6 +167,8 @@ export class FrameMetrics {
   ): void {
     let h = this.ages.get(channel);
     if (h === undefined) {
+      const label = this.label(channel);
+      if (label !== channel) return this.observeAge(label, ts_mono_ns, ts_send_ns, sessionNow_ns);
       h = {
         pipeline: this.metrics.pipelineLatency.labels(this.route, channel),
         staleness: this.metrics.staleness.labels(this.route, channel),
@@ -161,6 +179,14 @@ export class FrameMetrics {
       h.pipeline.observe((ts_send_ns - ts_mono_ns) / 1e9);
     if (sessionNow_ns !== undefined && sessionNow_ns >= ts_mono_ns)
       h.staleness.observe((sessionNow_ns - ts_mono_ns) / 1e9);
+  }
+
+  /** The label for `channel`: itself while there is room, else OTHER_CHANNELS (which always has room). */
+  private label(channel: string): string {
+    if (this.labelled.has(channel) || channel === OTHER_CHANNELS) return channel;
+    if (this.labelled.size >= MAX_CHANNEL_LABELS) return OTHER_CHANNELS;
+    this.labelled.add(channel);
+    return channel;
   }
 
   /** Folds the counts into prom-client (before each scrape). */

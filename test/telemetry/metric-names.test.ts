@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, validateConfig } from '../../src/config/load.js';
-import { FrameMetrics } from '../../src/telemetry/frame-metrics.js';
+import { FrameMetrics, MAX_CHANNEL_LABELS, OTHER_CHANNELS } from '../../src/telemetry/frame-metrics.js';
 import { EdgeMetrics } from '../../src/telemetry/metrics.js';
 import { RecorderMetrics } from '../../src/telemetry/recorder-metrics.js';
 import { exposedSampleNames } from './grafana.js';
@@ -88,5 +88,37 @@ describe('metric names', () => {
       ['downsampled', 1],
       ['forwarded', 2],
     ]);
+  });
+
+  it('a world naming more channels than MAX_CHANNEL_LABELS gets no more series: the rest count under (other)', async () => {
+    const metrics = new EdgeMetrics({ defaults: false });
+    const m = FrameMetrics.for(metrics, 'arm', 'inline', 'world_to_agent', () => 0);
+    const extra = 50;
+    for (let i = 0; i < MAX_CHANNEL_LABELS + extra; i++) {
+      const channel = `c${i}`;
+      m.received(channel, 10);
+      m.observeAge(channel, 1, 2, 3);
+      m.written({ received_at: 0, channel }, 10);
+      m.count(channel, 'dropped_slow', 10);
+    }
+    m.written({ received_at: 0, channel: 'c0' }, 10); // a labelled channel keeps its label
+    await metrics.exposition(); // counts are folded in at a scrape
+    const channels = async (metric: { get(): Promise<{ values: { labels: Record<string, unknown> }[] }> }) =>
+      new Set((await metric.get()).values.map((v) => String(v.labels.channel)));
+    for (const metric of [
+      metrics.framesReceived,
+      metrics.frames,
+      metrics.forwardLatency,
+      metrics.pipelineLatency,
+    ]) {
+      const seen = await channels(metric);
+      expect(seen.size).toBe(MAX_CHANNEL_LABELS + 1);
+      expect(seen.has(OTHER_CHANNELS)).toBe(true);
+    }
+    const received = (await metrics.framesReceived.get()).values;
+    expect(received.find((v) => v.labels.channel === OTHER_CHANNELS)?.value).toBe(extra);
+    const forwarded = (await metrics.frames.get()).values.filter((v) => v.labels.outcome === 'forwarded');
+    expect(forwarded.find((v) => v.labels.channel === 'c0')?.value).toBe(2);
+    expect(forwarded.find((v) => v.labels.channel === OTHER_CHANNELS)?.value).toBe(extra);
   });
 });
