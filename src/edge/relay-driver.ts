@@ -31,6 +31,8 @@ export interface RelayOwner {
 /** Store write failures are logged at most this often (all connections of the process together). */
 const STORE_FAILURE_LOG_INTERVAL_MS = 5_000;
 const storeFailures = { loggedAt: -Infinity, suppressed: 0 };
+/** Sessions with a journal write in flight (any connection of the process: a session can move). */
+const journalWrites = new WeakSet<RelaySession>();
 
 export class RelayDriver {
   private readonly core: RelayConnection;
@@ -266,17 +268,8 @@ export class RelayDriver {
         ctx.registry.ended(e.session);
         this.logSession(e.session, 'session_ended', e.reason);
         return;
-      case 'journal-append': {
-        const session = e.session;
-        const entries = session.journal.notDurable();
-        if (entries.length === 0) return;
-        const last = entries.at(-1)!.status_seq;
-        ctx.registry.store.append(session.token, session.fence, entries).then(
-          () => session.journal.markDurable(last),
-          (err: unknown) => this.storeWriteFailed(err),
-        );
-        return;
-      }
+      case 'journal-append':
+        return this.persistJournal(e.session);
       case 'journal-ack':
         ctx.registry.store
           .acknowledge(e.session.token, e.session.fence, e.status_seq)
@@ -296,6 +289,30 @@ export class RelayDriver {
    * (two replicas never drive one upstream session). Other failures leave the journal non-durable, so
    * nothing more is acknowledged upstream.
    */
+  /**
+   * Writes what the session's journal holds that the store does not. One write per session at a time:
+   * entries arriving meanwhile go in the next, so a slow store costs one write per round trip rather
+   * than one per status, each carrying the whole growing tail.
+   */
+  private persistJournal(session: RelaySession): void {
+    if (journalWrites.has(session)) return;
+    const entries = session.journal.notDurable();
+    if (entries.length === 0) return;
+    const last = entries.at(-1)!.status_seq;
+    journalWrites.add(session);
+    this.ctx.registry.store.append(session.token, session.fence, entries).then(
+      () => {
+        journalWrites.delete(session);
+        session.journal.markDurable(last);
+        this.persistJournal(session);
+      },
+      (err: unknown) => {
+        journalWrites.delete(session); // the next status writes the whole tail again
+        this.storeWriteFailed(err);
+      },
+    );
+  }
+
   private storeWriteFailed(err: unknown): void {
     if (err instanceof FencedError) {
       this.ctx.log.warn(
