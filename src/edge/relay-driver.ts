@@ -45,6 +45,7 @@ export class RelayDriver {
   private agentGone = false;
   /** Control messages waiting for a stream connection's dial (see message). */
   private held: string[] = [];
+  private heldBytes = 0;
   private readonly frames: FrameMetrics;
   private readonly commandFrames: FrameMetrics;
   private readonly tap: RelayRecording | undefined; // the flight recorder's, if the route records relay
@@ -83,6 +84,16 @@ export class RelayDriver {
     const session = this.core.currentSession;
     if (this.held.length > 0 || session?.dialling === true) {
       // A stream connection of the session is being dialled: the world must see it first (RelaySession).
+      // What waits is bounded like any queue for a peer (transport.max_queued_bytes).
+      if ((this.heldBytes += (data as string).length) > this.ctx.config.transport.max_queued_bytes) {
+        this.ctx.log.warn(
+          { route: this.route.name, event: 'agent_overflow' },
+          'agent sent more than the edge holds while a stream connection is dialled; closing',
+        );
+        this.ctx.metrics.rejections.labels(this.route.name, 'held_queue_full').inc();
+        this.agent.close(1008, 'send queue full');
+        return;
+      }
       this.held.push(data as string);
       if (this.held.length === 1) session?.afterStreamDials(() => this.releaseHeld());
       return;
@@ -96,7 +107,9 @@ export class RelayDriver {
       const session = this.core.currentSession;
       if (!this.agentGone && session?.dialling === true)
         return session.afterStreamDials(() => this.releaseHeld());
-      this.run(this.core.fromAgent(this.held.shift()!, this.ctx.now()));
+      const text = this.held.shift()!;
+      this.heldBytes -= text.length;
+      this.run(this.core.fromAgent(text, this.ctx.now()));
     }
   }
 

@@ -1,0 +1,75 @@
+/**
+ * While the edge dials the world's side of an agent's stream connection, the agent's control messages
+ * wait (the world must see the stream first, AWP-TRN-012). What waits is bounded like any queue for a
+ * peer: an agent sending more than transport.max_queued_bytes meanwhile is closed (1008), alone.
+ */
+import { createServer, type Server, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AwpClient, type Json } from '../support/awp-client.js';
+import { pingOk, sessionOn, startRig, until, type HostileRig } from './support.js';
+import { WORLD_TOKEN } from './world.js';
+
+let rig: HostileRig | undefined;
+const cleanups: (() => void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) c();
+  await rig?.close();
+  rig = undefined;
+});
+
+/** A TCP server that takes connections and never answers: a stream endpoint whose dial hangs. */
+async function silentServer(): Promise<{ server: Server; sockets: Socket[]; port: number }> {
+  const sockets: Socket[] = [];
+  const server = createServer((s) => sockets.push(s));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  return { server, sockets, port: (server.address() as AddressInfo).port };
+}
+
+const MAX_QUEUED = 65_536;
+
+describe('control messages held while a stream connection is dialled', () => {
+  it('an agent sending more than transport.max_queued_bytes while its stream is dialled is closed (1008); others go on', async () => {
+    const silent = await silentServer();
+    rig = await startRig({
+      transport: { max_queued_bytes: MAX_QUEUED },
+      timing: { upstream_connect_timeout_ms: 10_000 },
+    });
+    const r = rig;
+    r.world.responder = (msg: Json) =>
+      msg.method === 'session.open'
+        ? {
+            session_id: 'world-session-1',
+            session_token: WORLD_TOKEN,
+            mode: 'streaming',
+            heartbeat_interval_ms: 1000,
+            reconnect_window_ms: 10_000,
+            stream_endpoints: [
+              { binding: 'ws', url: `ws://127.0.0.1:${silent.port}/stream` },
+              { binding: 'inline' },
+            ],
+            granted: { channels: [{ channel: 'state', channel_id: 1, rate_hz: 10 }] },
+          }
+        : undefined;
+    const { agent, ready } = await sessionOn(r.edge, '/w');
+    cleanups.push(() => agent.close());
+    const endpoint = (ready.stream_endpoints as { binding: string; url: string }[]).find(
+      (e) => e.binding === 'ws',
+    )!;
+    // The agent's stream connection: the edge dials the world's side, which never answers.
+    void AwpClient.connect(endpoint.url, { credential: ready.session_token as string }, 15_000).then(
+      (s) => cleanups.push(() => s.close()),
+      () => undefined,
+    );
+    await until(() => silent.sockets.length > 0, 5000, "the edge's dial of the world's stream endpoint");
+    const pad = 'x'.repeat(1000);
+    for (let i = 0; i < (2 * MAX_QUEUED) / 1000; i++)
+      agent.send({ jsonrpc: '2.0', id: `p${i}`, method: 'ping', params: { origin_ns: i, pad } });
+    expect(await agent.waitClosed(5000)).toEqual({ code: 1008, reason: 'send queue full' });
+    await pingOk(r.bystander);
+  }, 30_000);
+});
