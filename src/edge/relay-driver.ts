@@ -85,7 +85,9 @@ export class RelayDriver {
     if (this.held.length > 0 || session?.dialling === true) {
       // A stream connection of the session is being dialled: the world must see it first (RelaySession).
       // What waits is bounded like any queue for a peer (transport.max_queued_bytes).
-      if ((this.heldBytes += (data as string).length) > this.ctx.config.transport.max_queued_bytes) {
+      const max = this.ctx.config.transport.max_queued_bytes;
+      if (this.heldBytes > max) return; // closing (below)
+      if ((this.heldBytes += (data as string).length) > max) {
         this.ctx.log.warn(
           { route: this.route.name, event: 'agent_overflow' },
           'agent sent more than the edge holds while a stream connection is dialled; closing',
@@ -111,6 +113,7 @@ export class RelayDriver {
       this.heldBytes -= text.length;
       this.run(this.core.fromAgent(text, this.ctx.now()));
     }
+    this.heldBytes = 0;
   }
 
   drain(): void {
@@ -178,7 +181,7 @@ export class RelayDriver {
     const ctx = this.ctx;
     switch (e.kind) {
       case 'to-agent': {
-        if (this.agentGone) return;
+        if (this.agentGone || this.agentOut.overflowed) return; // closing: said once, below
         const f = e.frame;
         let note;
         if (f !== undefined) {

@@ -40,6 +40,12 @@ export class Outbox {
   private head = 0;
   private fifoBytes = 0;
   private readonly slots = new Map<number, Item>();
+  /**
+   * The FIFO passed maxQueuedBytes: the caller is closing the connection, whose peer stopped reading.
+   * Nothing more is queued or written (a closing `ws` socket can take many seconds to go, while its
+   * peer's messages keep arriving), and what was queued is let go.
+   */
+  private over = false;
 
   constructor(
     private readonly sink: Sink,
@@ -49,6 +55,11 @@ export class Outbox {
     private readonly maxQueuedBytes: number,
     private readonly observer?: OutboxObserver,
   ) {}
+
+  /** Whether the FIFO overflowed (then every push reports it again, and nothing is written). */
+  get overflowed(): boolean {
+    return this.over;
+  }
 
   /** Queued bytes not yet handed to the engine. */
   get queuedBytes(): number {
@@ -73,6 +84,7 @@ export class Outbox {
     latestWinsChannel?: number,
     note?: FrameNote,
   ): PushOutcome {
+    if (this.over) return 'overflow';
     const bytes = typeof data === 'string' ? data.length : data.byteLength;
     if (this.idle && this.sink.bufferedAmount < this.highWaterBytes) {
       this.sink.send(data, binary);
@@ -92,7 +104,14 @@ export class Outbox {
     } else {
       this.fifo.push(item);
       this.fifoBytes += bytes;
-      if (this.fifoBytes > this.maxQueuedBytes) return 'overflow';
+      if (this.fifoBytes > this.maxQueuedBytes) {
+        this.over = true;
+        this.fifo = [];
+        this.head = 0;
+        this.fifoBytes = 0;
+        this.slots.clear();
+        return 'overflow';
+      }
     }
     this.drain();
     return outcome;

@@ -50,16 +50,28 @@ describe('Outbox', () => {
     expect(sock.sent).toEqual(['full', 'ctl1', 'ctl2', 'F1']);
   });
 
-  it('AWP-DAT-002 never drops or reorders reliable items and reports overflow', () => {
+  it('AWP-DAT-002 never drops or reorders reliable items', () => {
     const sock = new FakeSocket(1);
     const box = new Outbox(sock, 1, 8);
     box.push('x', false);
-    expect(box.push('r1', false)).toBe('queued');
-    expect(box.push('r2', false)).toBe('queued');
-    expect(box.push('r3', false)).toBe('queued');
-    expect(box.push('r4', false)).toBe('queued');
-    expect(box.push('r5', false)).toBe('overflow');
+    for (const r of ['r1', 'r2', 'r3', 'r4']) expect(box.push(r, false)).toBe('queued');
     box.flushAll();
-    expect(sock.sent).toEqual(['x', 'r1', 'r2', 'r3', 'r4', 'r5']);
+    expect(sock.sent).toEqual(['x', 'r1', 'r2', 'r3', 'r4']);
+  });
+
+  it('past maxQueuedBytes reports overflow (the caller closes the connection), then queues and writes nothing', () => {
+    const sock = new FakeSocket(1);
+    const box = new Outbox(sock, 1, 8);
+    box.push('x', false);
+    for (const r of ['r1', 'r2', 'r3', 'r4']) expect(box.push(r, false)).toBe('queued');
+    expect(box.push('r5', false)).toBe('overflow');
+    expect(box.queuedBytes).toBe(0); // let go: its peer is not reading
+    sock.flushed();
+    for (let i = 0; i < 1000; i++)
+      expect(box.push(`late${i}`, false, i % 2 === 0 ? 1 : undefined)).toBe('overflow');
+    expect(box.queuedBytes).toBe(0);
+    box.drain();
+    box.flushAll();
+    expect(sock.sent).toEqual(['x']);
   });
 });
