@@ -301,11 +301,6 @@ export class RelayDriver {
   }
 
   /**
-   * A fenced write means another replica resumed the session: this one must stop driving it at once
-   * (two replicas never drive one upstream session). Other failures leave the journal non-durable, so
-   * nothing more is acknowledged upstream.
-   */
-  /**
    * Writes what the session's journal holds that the store does not. One write per session at a time:
    * entries arriving meanwhile go in the next, so a slow store costs one write per round trip rather
    * than one per status, each carrying the whole growing tail.
@@ -329,6 +324,11 @@ export class RelayDriver {
     );
   }
 
+  /**
+   * A fenced write means another replica resumed the session: this one must stop driving it at once
+   * (two replicas never drive one upstream session). Other failures leave the journal non-durable, so
+   * nothing more is acknowledged upstream.
+   */
   private storeWriteFailed(err: unknown): void {
     if (err instanceof FencedError) {
       this.ctx.log.warn(

@@ -83,6 +83,10 @@ export class HubUpstream {
   /** Highest status_seq of the hub's session seen (acknowledged in its pings and on resume). */
   private lastSeq = 0;
   private lastPingAt = -Infinity;
+  /** Why the session failed, once it has. */
+  failure: string | null = null;
+  /** When the control connection came up, while the session is not open on it yet. */
+  private connectedAt: number | null = null;
 
   constructor(
     readonly mode: 'streaming' | 'lockstep',
@@ -93,11 +97,6 @@ export class HubUpstream {
     /** How long the world may take to open (or resume) the session once connected. */
     private readonly openTimeoutMs = 5_000,
   ) {}
-
-  /** Why the session failed, once it has. */
-  failure: string | null = null;
-  /** When the control connection came up, while the session is not open on it yet. */
-  private connectedAt: number | null = null;
 
   get isReady(): boolean {
     return this.phase === 'ready' && this.readyAfterPing === null;
