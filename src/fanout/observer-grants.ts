@@ -27,10 +27,11 @@ export function checkChannels(
   hub: GrantSource,
   modalities: readonly string[],
 ): RpcErrorObject | null {
+  const consumed = new Set(modalities);
   for (const r of requested) {
     const decl = hub.channelDecl(r.channel);
     if (decl === undefined) return awpError('AWP_CHANNEL_UNKNOWN', `${r.channel} is not declared`);
-    if (!modalities.includes(decl.modality)) {
+    if (!consumed.has(decl.modality)) {
       return awpError(
         'AWP_FORBIDDEN',
         `${decl.id} carries ${decl.modality}, which the agent did not declare it consumes`,

@@ -10,12 +10,20 @@ import type { Subscriber } from './subscriber.js';
 const HB_ID = 'awp-edge:hb:';
 
 /**
+ * Entries an observer's lists hold at most (channels in a request, modalities declared), and the longest
+ * name kept: far above any world's manifest, and what a stored observer record may hold (store/codec.ts).
+ */
+const MAX_LIST = 1024;
+const MAX_NAME = 256;
+
+/**
  * The `subscribe` / `channels` list of a request: entries `{channel, rate_hz?}` with a string channel
  * and a positive finite rate, or what is wrong with it (for -32602). Absent: none.
  */
 function channelRequests(list: unknown): ChannelRequest[] | string {
   if (list === undefined) return [];
   if (!Array.isArray(list)) return 'the channel list must be an array';
+  if (list.length > MAX_LIST) return `at most ${MAX_LIST} channels in one request`;
   const out: ChannelRequest[] = [];
   for (const r of list as unknown[]) {
     if (typeof r !== 'object' || r === null || Array.isArray(r))
@@ -47,6 +55,7 @@ export function requestedChannels(
 /** The `channels` of `obs.unsubscribe`: declared channel names, or the error. */
 export function unsubscribeNames(list: unknown, hub: GrantSource): string[] | RpcErrorObject {
   const names = Array.isArray(list) ? (list as unknown[]) : [];
+  if (names.length > MAX_LIST) return invalidParams(`at most ${MAX_LIST} channels in one request`);
   for (const n of names) {
     if (typeof n !== 'string') return invalidParams('channels must be channel names');
     if (hub.channelDecl(n) === undefined) return awpError('AWP_CHANNEL_UNKNOWN', `${n} is not declared`);
@@ -59,12 +68,18 @@ export function agentDeclarations(initialize: Record<string, unknown> | undefine
   modalities: string[];
   maxObsRateHz: number | undefined;
 } {
-  const modalities = Array.isArray(initialize?.consumes_modalities)
-    ? (initialize.consumes_modalities as unknown[]).filter((m): m is string => typeof m === 'string')
+  const declared = Array.isArray(initialize?.consumes_modalities)
+    ? (initialize.consumes_modalities as unknown[])
     : [];
+  // Each channel request looks its modality up here: a set, of names a record can hold.
+  const modalities = new Set<string>();
+  for (const m of declared) {
+    if (modalities.size >= MAX_LIST) break;
+    if (typeof m === 'string' && m.length <= MAX_NAME) modalities.add(m);
+  }
   const maxObsRateHz =
     typeof initialize?.max_obs_rate_hz === 'number' ? initialize.max_obs_rate_hz : undefined;
-  return { modalities, maxObsRateHz };
+  return { modalities: [...modalities], maxObsRateHz };
 }
 
 /** The result of the observer's `session.open` / `session.resume`. */
