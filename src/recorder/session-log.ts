@@ -16,7 +16,7 @@ import { binaryFrameBody, inlineFrameBody, type FrameBody, type FrameMethod } fr
 import { RefBatch } from './frame-refs.js';
 import { grantedChannels } from './grants.js';
 import { recordLine, sha256Hex, type Direction, type Kind, type RecordClass } from './record.js';
-import { manifestRedactPaths, redactMessage, type RedactionRules } from './redact.js';
+import { manifestRedactPaths, MAX_REDACT_PATHS, redactMessage, type RedactionRules } from './redact.js';
 import { headerBody, isPlain, parseBody } from './bodies.js';
 import { segmentFileName } from './file-names.js';
 import { isRecord } from '../protocol/json-object.js';
@@ -300,8 +300,12 @@ export class SessionLog {
   private learn(result: unknown): void {
     for (const [id, name] of grantedChannels(result)) this.channelNames.set(id, name);
     if (isRecord(result) && result.safety_policy !== undefined) {
-      for (const p of manifestRedactPaths(result))
+      // At most MAX_REDACT_PATHS in all, learned from every result a peer sends: each is walked for every
+      // later message, so results naming new paths must not make recording ever costlier.
+      for (const p of manifestRedactPaths(result)) {
+        if (this.rules.paths.length >= MAX_REDACT_PATHS) break;
         if (!this.rules.paths.includes(p)) this.rules.paths.push(p);
+      }
       this.lastText = ''; // cached bodies were redacted without them
     }
   }

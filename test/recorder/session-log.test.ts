@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { peekFrame } from '../../src/protocol/frame.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { sha256Hex } from '../../src/recorder/record.js';
+import { MAX_REDACT_PATHS } from '../../src/recorder/redact.js';
 import { SessionLog, type SessionLogOptions } from '../../src/recorder/session-log.js';
 import { verifyLinks, verifyText } from '../../src/recorder/verify.js';
 import { MemorySink } from './memory-sink.js';
@@ -156,6 +157,28 @@ describe('recorder core', () => {
     const submit = rs[4]!.body.params as { task: { content: string }; secret_note: string };
     expect(submit.task.content).toMatch(/^\[redacted:sha256:[0-9a-f]{8}\]$/);
     expect(submit.secret_note).toMatch(/^\[redacted:sha256:[0-9a-f]{8}\]$/);
+  });
+
+  it('learns at most MAX_REDACT_PATHS in all, however many results name new ones; the first stay in force', () => {
+    const sink = new MemorySink();
+    const log = newLog(sink);
+    log.message('world', rpc({ id: 1, result: manifest }), 101);
+    for (let i = 0; i < 500; i++) {
+      const paths = Array.from({ length: 64 }, (_, j) => `/p${i}_${j}`);
+      // Either peer can send a result: an agent answering, or a world's reply to an id never forwarded.
+      log.message(
+        'agent',
+        rpc({ id: i, result: { safety_policy: { audit: { redact_paths: paths } } } }),
+        102,
+      );
+    }
+    const paths = (log as unknown as { rules: { paths: string[] } }).rules.paths;
+    expect(paths).toHaveLength(MAX_REDACT_PATHS);
+    expect(paths.slice(0, 2)).toEqual(['/task/content', '/secret_note']);
+    log.message('agent', rpc({ id: 9, method: 'x', params: { secret_note: 'n1' } }), 103);
+    log.end('done', 104);
+    const rs = records(sink.all()[0]!.text);
+    expect((rs.at(-2)!.body.params as { secret_note: string }).secret_note).toMatch(/^\[redacted:/);
   });
 
   it('records frames as header + payload hash, or with payloads for chosen channels within a budget', () => {
