@@ -137,7 +137,9 @@ for (const engine of ENGINES) {
     it.skipIf(engine.name === 'ws')(
       'does not drop a client whose pongs arrived while the event loop was stalled',
       async () => {
-        const interval = 100;
+        // Long enough that the client's process answers within two intervals on a busy 2-core machine
+        // (at 100 ms, a CI run next to other work saw it dropped: its pong came late, not unread).
+        const interval = 250;
         recorder = await startRecorder(engine, { pingIntervalMs: interval });
         const child = spawn(process.execPath, ['--import', 'tsx', IDLE_CLIENT, recorder.url], {
           cwd: ROOT,
