@@ -395,7 +395,8 @@ export class ChannelHub {
   streamLost(o: ObserverShell, sink: StreamSink): void {
     const lost = o.sub?.streamLost(sink) ?? [];
     if (lost.length === 0 || o.sub === null) return;
-    const channels = [...o.sub.subscribed()].filter((c) => lost.includes(c.channel_id));
+    const ids = new Set(lost);
+    const channels = [...o.sub.subscribed()].filter((c) => ids.has(c.channel_id));
     this.degraded.lost(o, channels, this.ctx.now());
   }
 

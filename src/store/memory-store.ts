@@ -58,7 +58,11 @@ export class MemorySessionStore implements SessionStore {
     return this.write(edge_token, fence, (held) => {
       if (status_seq <= held.record.agent_ack) return;
       held.record.agent_ack = status_seq;
-      held.journal = held.journal.filter((e) => e.status_seq > status_seq);
+      // Entries are in seq order: drop the acknowledged head in place (a filter would copy the whole
+      // journal of an agent acknowledging one entry at a time, per ping).
+      let cut = 0;
+      while (cut < held.journal.length && held.journal[cut]!.status_seq <= status_seq) cut++;
+      held.journal.splice(0, cut);
     });
   }
 
