@@ -4,6 +4,7 @@
  * A world's answer may be anything JSON allows: entries that are not what they should be are skipped.
  */
 import { isRecord } from '../protocol/json-object.js';
+import { isIdentifierSized } from '../protocol/identifier.js';
 
 export interface ChannelDecl {
   readonly id: string;
@@ -42,7 +43,7 @@ export function readGrants(list: unknown): Map<string, UpstreamGrant> | null {
   if (!Array.isArray(list)) return null;
   const grants = new Map<string, UpstreamGrant>();
   for (const g of list as unknown[]) {
-    if (isRecord(g) && typeof g.channel === 'string' && typeof g.channel_id === 'number') {
+    if (isRecord(g) && isIdentifierSized(g.channel) && typeof g.channel_id === 'number') {
       grants.set(g.channel, {
         channel: g.channel,
         channel_id: g.channel_id,

@@ -1,4 +1,5 @@
 import type { ChannelInfo } from './relay-session.js';
+import { isIdentifierSized } from '../protocol/identifier.js';
 
 /** Channel declarations of a world manifest, by channel name. */
 export type ManifestChannels = ReadonlyMap<string, { latest_wins: boolean; rate_hz: number | null }>;
@@ -29,7 +30,7 @@ export function grantedChannels(table: ManifestChannels, granted: unknown): Map<
   if (!Array.isArray(list)) return out;
   for (const g of list as ({ channel?: unknown; channel_id?: unknown; rate_hz?: unknown } | null)[]) {
     if (typeof g !== 'object' || g === null) continue;
-    if (typeof g.channel !== 'string' || typeof g.channel_id !== 'number') continue;
+    if (!isIdentifierSized(g.channel) || typeof g.channel_id !== 'number') continue;
     const decl = table.get(g.channel);
     out.set(g.channel_id, {
       name: g.channel,
