@@ -100,15 +100,19 @@ export class FrameSplitter {
       else this.chunks[0] = first.subarray(n);
     } else {
       out = Buffer.allocUnsafe(n);
+      // One splice for the chunks used up: a frame can arrive in many thousands of small chunks, and a
+      // shift per chunk would move the rest of the list each time.
       let filled = 0;
+      let used = 0;
       while (filled < n) {
-        const c = this.chunks[0]!;
+        const c = this.chunks[used]!;
         const k = Math.min(c.byteLength, n - filled);
         out.set(c.subarray(0, k), filled);
         filled += k;
-        if (k === c.byteLength) this.chunks.shift();
-        else this.chunks[0] = c.subarray(k);
+        if (k === c.byteLength) used++;
+        else this.chunks[used] = c.subarray(k);
       }
+      this.chunks.splice(0, used);
     }
     this.buffered -= n;
     return out;

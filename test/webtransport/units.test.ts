@@ -14,6 +14,7 @@ import { FrameError } from '../../src/protocol/frame.js';
 import { loadFrameVectors } from '../harness/spec-data.js';
 import { TokenMint } from '../../src/session/tokens.js';
 import { certificateHash, createDevCertificate } from '../support/dev-certificate.js';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { FrameSplitter, FrameTooLarge } from '../../src/transport/webtransport-framing.js';
 import { readIncomingStreams, type WebTransportSession } from '../../src/transport/webtransport.js';
 
@@ -32,6 +33,19 @@ describe('frames back to back on a stream', () => {
       expect(splitter.pending).toBe(0);
       expect(() => splitter.end()).not.toThrow();
     }
+  });
+
+  it('AWP-DAT-008 reassembles a frame sent in 200,000 one-byte chunks, then the frame after it', () => {
+    const payload = Buffer.alloc(200_000, 7);
+    const big = encodeFrame({ channel_id: 1, seq: 1, ts_mono_ns: 1, flags: 0, vendor: [], payload });
+    const stream = Buffer.concat([big, valid[0]!]);
+    const splitter = new FrameSplitter(1 << 20);
+    const out: Buffer[] = [];
+    for (let at = 0; at < big.length; at++) out.push(...splitter.push(stream.subarray(at, at + 1)));
+    out.push(...splitter.push(stream.subarray(big.length)));
+    expect(out.map((b) => b.length)).toEqual([big.length, valid[0]!.length]);
+    expect(out[0]!.equals(big)).toBe(true);
+    expect(splitter.pending).toBe(0);
   });
 
   it('AWP-DAT-010 refuses a bad magic or version as soon as those bytes arrive', () => {
