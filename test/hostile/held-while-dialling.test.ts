@@ -5,18 +5,11 @@
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import { AwpClient, type Json } from '../support/awp-client.js';
-import { pingOk, sessionOn, startRig, until, type HostileRig } from './support.js';
-import { WORLD_TOKEN } from './world.js';
+import { describe, expect, it } from 'vitest';
+import { AwpClient } from '../support/awp-client.js';
+import { pingOk, rigPerTest, sessionOn, until } from './support.js';
 
-let rig: HostileRig | undefined;
-const cleanups: (() => void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) c();
-  await rig?.close();
-  rig = undefined;
-});
+const { cleanups, start } = rigPerTest();
 
 /** A TCP server that takes connections and never answers: a stream endpoint whose dial hangs. */
 async function silentServer(): Promise<{ server: Server; sockets: Socket[]; port: number }> {
@@ -35,26 +28,16 @@ const MAX_QUEUED = 65_536;
 describe('control messages held while a stream connection is dialled', () => {
   it('an agent sending more than transport.max_queued_bytes while its stream is dialled is closed (1008); others go on', async () => {
     const silent = await silentServer();
-    rig = await startRig({
+    const r = await start({
       transport: { max_queued_bytes: MAX_QUEUED },
       timing: { upstream_connect_timeout_ms: 10_000 },
     });
-    const r = rig;
-    r.world.responder = (msg: Json) =>
-      msg.method === 'session.open'
-        ? {
-            session_id: 'world-session-1',
-            session_token: WORLD_TOKEN,
-            mode: 'streaming',
-            heartbeat_interval_ms: 1000,
-            reconnect_window_ms: 10_000,
-            stream_endpoints: [
-              { binding: 'ws', url: `ws://127.0.0.1:${silent.port}/stream` },
-              { binding: 'inline' },
-            ],
-            granted: { channels: [{ channel: 'state', channel_id: 1, rate_hz: 10 }] },
-          }
-        : undefined;
+    r.world.sessionFields = {
+      stream_endpoints: [
+        { binding: 'ws', url: `ws://127.0.0.1:${silent.port}/stream` },
+        { binding: 'inline' },
+      ],
+    };
     const { agent, ready } = await sessionOn(r.edge, '/w');
     cleanups.push(() => agent.close());
     const endpoint = (ready.stream_endpoints as { binding: string; url: string }[]).find(

@@ -3,17 +3,13 @@
  * write at a time, each carrying what arrived meanwhile, instead of one write per status each carrying
  * the whole tail not yet durable (quadratic bytes queued at the store while it is slow).
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { JournalEntry } from '../../src/session/journal.js';
 import { MemorySessionStore } from '../../src/store/memory-store.js';
 import type { Json } from '../support/awp-client.js';
-import { pingOk, sessionOn, sleep, startRig, until, type HostileRig } from './support.js';
+import { pingOk, rigPerTest, sessionOn, sleep, until } from './support.js';
 
-let rig: HostileRig | undefined;
-afterEach(async () => {
-  await rig?.close();
-  rig = undefined;
-});
+const { start } = rigPerTest();
 
 const STORE_DELAY_MS = 40;
 
@@ -32,8 +28,7 @@ class SlowStore extends MemorySessionStore {
 describe('slow session store', () => {
   it('AWP-CTL-010 statuses arriving faster than the store writes are journaled in coalesced writes, every one of them durable', async () => {
     const store = new SlowStore();
-    rig = await startRig({}, { store });
-    const r = rig;
+    const r = await start({}, { store });
     const { agent, ready } = await sessionOn(r.edge, '/w');
     const n = 300;
     for (let seq = 1; seq <= n; seq++)

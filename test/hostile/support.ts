@@ -4,6 +4,7 @@ import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { afterEach } from 'vitest';
 import { createLogger } from '../../src/telemetry/logger.js';
 import type { Logger } from '../../src/telemetry/logger.js';
 import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
@@ -217,6 +218,21 @@ export interface HostileRig {
  * Route `/w` to a programmable world the test abuses and `/other` to a second one, with a bystander
  * session on `/other`. (Both are test worlds, so the suite does not depend on the demo worlds.)
  */
+/**
+ * A test file's rig and cleanups, ended after each test: call once at the top of the file, start the
+ * rig with `start` (startRig's arguments), push what else a test opens to `cleanups`.
+ */
+export function rigPerTest(): { cleanups: (() => void)[]; start: typeof startRig } {
+  const cleanups: (() => void)[] = [];
+  let rig: HostileRig | undefined;
+  afterEach(async () => {
+    for (const c of cleanups.splice(0)) c();
+    await rig?.close();
+    rig = undefined;
+  });
+  return { cleanups, start: async (...args) => (rig = await startRig(...args)) };
+}
+
 export async function startRig(
   extra: Record<string, unknown> = {},
   options: EdgeOptions = {},

@@ -4,7 +4,7 @@
  * later (AWP-OBS-005: that would be historical replay). A world that stops answering does not make the
  * hub's requests, or an observer's, the edge's memory.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MAX_UNANSWERED_PINGS } from '../../src/fanout/hub-upstream.js';
 import { MAX_SUBSCRIBES_IN_FLIGHT } from '../../src/fanout/observer-session.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
@@ -13,16 +13,9 @@ import { hubsOf } from '../fanout/rig.js';
 import { ObserverClient } from '../fanout/observer-client.js';
 import { AGENT_TOKEN } from '../support/edge.js';
 import type { Json } from '../support/awp-client.js';
-import { pingOk, sleep, startRig, until, type HostileRig } from './support.js';
-import { WORLD_TOKEN } from './world.js';
+import { pingOk, rigPerTest, sleep, until, type HostileRig } from './support.js';
 
-let rig: HostileRig | undefined;
-const cleanups: (() => void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) c();
-  await rig?.close();
-  rig = undefined;
-});
+const { cleanups, start } = rigPerTest();
 
 const STATE = { channel: 'state', channel_id: 1, rate_hz: 10 };
 const CAM = { channel: 'cam', channel_id: 2, rate_hz: 10 };
@@ -32,6 +25,13 @@ const CAM = { channel: 'cam', channel_id: 2, rate_hz: 10 };
  * requests `held` says are kept unanswered in `unanswered`.
  */
 function declareCam(r: HostileRig, held: (msg: Json) => boolean = () => false): Json[] {
+  r.world.observationChannels.push({
+    id: 'cam',
+    loss_class: 'latest-wins',
+    modality: 'image/raw',
+    rate_hz: 10,
+  });
+  r.world.sessionFields = { heartbeat_interval_ms: HEARTBEAT_MS };
   const granted = new Map([['state', STATE]]);
   const unanswered: Json[] = [];
   r.world.responder = (msg: Json) => {
@@ -39,32 +39,11 @@ function declareCam(r: HostileRig, held: (msg: Json) => boolean = () => false): 
       unanswered.push(msg);
       return null;
     }
-    if (msg.method === 'initialize')
-      return {
-        protocol_version: '0.1',
-        world: { name: 'hostile-test-world', version: '0.0.1' },
-        embodiments: [{ id: 'e1', kind: 'test' }],
-        observation_channels: [
-          { id: 'state', loss_class: 'reliable', modality: 'proprio/json', rate_hz: 10 },
-          { id: 'cam', loss_class: 'latest-wins', modality: 'image/raw', rate_hz: 10 },
-        ],
-        command_channels: [],
-      };
     if (msg.method === 'obs.subscribe') {
       for (const c of (msg.params as { channels: { channel: string }[] }).channels)
         if (c.channel === 'cam') granted.set('cam', CAM);
       return { granted: [...granted.values()] };
     }
-    if (msg.method === 'session.open')
-      return {
-        session_id: 'world-session-1',
-        session_token: WORLD_TOKEN,
-        mode: 'streaming',
-        heartbeat_interval_ms: HEARTBEAT_MS,
-        reconnect_window_ms: 10_000,
-        stream_endpoints: [{ binding: 'ws', url: r.world.streamUrl }, { binding: 'inline' }],
-        granted: { channels: [STATE] },
-      };
     return undefined;
   };
   return unanswered;
@@ -109,8 +88,7 @@ async function barrier(r: HostileRig, o: ObserverClient, seq: number): Promise<v
 
 describe('hostile world: frames on channels it did not grant', () => {
   it('AWP-OBS-005 a keyframe sent on a channel before it was granted is not served to an observer subscribing later', async () => {
-    rig = await startRig({}, {}, { observers: 'fanout' });
-    const r = rig;
+    const r = await start({}, {}, { observers: 'fanout' });
     declareCam(r);
     const o = await observer(r);
     r.world.sendStream(frame(CAM.channel_id, 1, true)); // not granted: nobody asked for cam
@@ -126,8 +104,7 @@ describe('hostile world: frames on channels it did not grant', () => {
   }, 30_000);
 
   it('keyframes on a thousand channel ids never granted are not kept; the granted channel still is, and the edge goes on', async () => {
-    rig = await startRig({}, {}, { observers: 'fanout' });
-    const r = rig;
+    const r = await start({}, {}, { observers: 'fanout' });
     const o = await observer(r);
     await barrier(r, o, 1);
     const hub = hubsOf(r.edge)[0]!;
@@ -144,8 +121,7 @@ describe('hostile world: frames on channels it did not grant', () => {
   }, 30_000);
 
   it('an observer pipelining subscribes while the world does not answer gets -32004 past MAX_SUBSCRIBES_IN_FLIGHT; the others are answered when the world answers', async () => {
-    rig = await startRig({}, {}, { observers: 'fanout' });
-    const r = rig;
+    const r = await start({}, {}, { observers: 'fanout' });
     const held = declareCam(r, (msg) => msg.method === 'obs.subscribe');
     const o = await observer(r);
     const waiting = Array.from({ length: MAX_SUBSCRIBES_IN_FLIGHT }, () =>
@@ -166,8 +142,7 @@ describe('hostile world: frames on channels it did not grant', () => {
   }, 30_000);
 
   it("a world that stops answering the hub's heartbeat pings is sent at most MAX_UNANSWERED_PINGS; they go on once it answers", async () => {
-    rig = await startRig({}, {}, { observers: 'fanout' });
-    const r = rig;
+    const r = await start({}, {}, { observers: 'fanout' });
     let silent = false;
     const held = declareCam(r, (msg) => silent && msg.method === 'ping');
     const o = await observer(r);
@@ -185,8 +160,7 @@ describe('hostile world: frames on channels it did not grant', () => {
   }, 30_000);
 
   it("a world that takes the hub's connection but never opens its session: waiting observers are refused after timing.upstream_connect_timeout_ms, not left waiting", async () => {
-    rig = await startRig({ timing: { upstream_connect_timeout_ms: 500 } }, {}, { observers: 'fanout' });
-    const r = rig;
+    const r = await start({ timing: { upstream_connect_timeout_ms: 500 } }, {}, { observers: 'fanout' });
     let wedged = true;
     // The agent's own initialize is relayed and answered; the hub's (it names the edge) is not.
     declareCam(

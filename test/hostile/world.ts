@@ -34,6 +34,12 @@ export class HostileWorld {
   readonly streams: WorldConn[] = [];
   /** Requests are answered unless this returns null (then nothing is sent). */
   responder: Responder = () => undefined;
+  /** The manifest's observation channels (a test may declare more). */
+  readonly observationChannels: Json[] = [
+    { id: 'state', loss_class: 'reliable', modality: 'proprio/json', rate_hz: 10 },
+  ];
+  /** Fields of the session.open / session.resume result a test sets otherwise (heartbeat, endpoints). */
+  sessionFields: Json = {};
   private nextSeq = 1;
   private readonly server: WebSocketServer;
 
@@ -175,9 +181,7 @@ export class HostileWorld {
           protocol_version: '0.1',
           world: { name: 'hostile-test-world', version: '0.0.1' },
           embodiments: [{ id: 'e1', kind: 'test' }],
-          observation_channels: [
-            { id: 'state', loss_class: 'reliable', modality: 'proprio/json', rate_hz: 10 },
-          ],
+          observation_channels: this.observationChannels,
           command_channels: [],
         };
       case 'world.manifest':
@@ -192,6 +196,7 @@ export class HostileWorld {
           reconnect_window_ms: 10_000,
           stream_endpoints: [{ binding: 'ws', url: this.streamUrl }, { binding: 'inline' }],
           granted: { channels: [{ channel: 'state', channel_id: 1, rate_hz: 10 }] },
+          ...this.sessionFields,
           ...(msg.method === 'session.resume'
             ? { replay_to_status_seq: Number(params.last_status_seq ?? 0), safe_state: false }
             : {}),
