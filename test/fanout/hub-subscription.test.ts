@@ -5,7 +5,8 @@
  * hub's `obs.unsubscribe` and `obs.subscribe` are in flight for longer than the hub's tick.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { PassThroughRelay } from '../harness/pass-through-relay.js';
+import { PassThroughRelay, type RelayTransform } from '../harness/pass-through-relay.js';
+import type { JsonObject } from '../harness/trace-types.js';
 import type { Json, ObserverClient } from './observer-client.js';
 import { sleep, startRig, until, type Rig } from './rig.js';
 
@@ -20,12 +21,19 @@ afterEach(async () => {
 
 /** The rig, and the relay in front of its world. */
 let relay: PassThroughRelay;
+/** What the hub sent the world through the relay, in order. */
+let toWorld: JsonObject[] = [];
 
 async function rig(): Promise<Rig> {
   const r = await startRig({
     world: { cameraBytes: 1024 },
     upstream: async (url) => {
-      const started = await PassThroughRelay.start(url, undefined, { worldDelayMs: WORLD_DELAY_MS });
+      toWorld = [];
+      const record: RelayTransform = (direction, msg) => {
+        if (direction === 'agent-to-world') toWorld.push(msg);
+        return msg;
+      };
+      const started = await PassThroughRelay.start(url, record, { worldDelayMs: WORLD_DELAY_MS });
       cleanups.push(() => started.close());
       relay = started;
       return started.url;
@@ -104,9 +112,21 @@ describe('the hub narrows its upstream subscription without taking a channel fro
     });
     await until(() => r.worldSessions().length > 0 && b.log('state').count > 0, 3000, 'b streaming');
     b.close();
-    await until(() => hub.grants().has('proprio'), 3000, 'the world granting proprio to the hub');
-    // Nobody needs it: the hub drops it at its next tick.
-    await until(() => !hub.grants().has('proprio'), 3000, 'proprio dropped upstream');
+    // Nobody needs it once the world granted it: the hub unsubscribes it upstream at its next tick.
+    // (Read from what the hub sent, not polled from its grants: they hold proprio for one tick only.)
+    const names = (m: JsonObject): unknown => (m.params as { channels?: unknown } | undefined)?.channels;
+    await until(
+      () => toWorld.some((m) => m.method === 'obs.unsubscribe' && JSON.stringify(names(m)) === '["proprio"]'),
+      5000,
+      'proprio dropped upstream',
+    );
+    const asked = toWorld.findIndex(
+      (m) => m.method === 'obs.subscribe' && JSON.stringify(names(m)).includes('proprio'),
+    );
+    const dropped = toWorld.findIndex((m) => m.method === 'obs.unsubscribe');
+    expect(asked).toBeGreaterThanOrEqual(0);
+    expect(dropped).toBeGreaterThan(asked);
+    await until(() => !hub.grants().has('proprio'), 3000, 'the hub no longer carrying proprio');
     expect(a.log('state').count).toBeGreaterThan(0);
   });
 
