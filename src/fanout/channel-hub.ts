@@ -12,6 +12,7 @@ import type { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { FanoutScheduler } from './hub-fanout.js';
 import type { SliceLoop } from '../transport/slice-loop.js';
 import { SlicedPass } from '../transport/sliced-pass.js';
+import { HubEvents } from './hub-events.js';
 import { HubLink, type HubLinkContext } from './hub-link.js';
 import { indexChannels, type ChannelIndex } from './hub-passes.js';
 import type { UpstreamGrant } from './hub-channels.js';
@@ -70,6 +71,8 @@ export class ChannelHub {
   private readonly fanout: FanoutScheduler<TopicTarget<ObserverShell>>;
   /** The observers' heartbeats, telemetry and windows, in slices (transport/sliced-pass.ts). */
   private readonly timers: SlicedPass<ObserverShell>;
+  /** World events on their way to the observers, in slices (hub-events.ts). */
+  private readonly events: HubEvents<ObserverShell>;
   private readonly cache = new KeyframeCache();
   /** Opens and resumes that arrived before the upstream session was ready (run when it is, or fails). */
   private readonly opening: (() => void)[] = [];
@@ -125,6 +128,7 @@ export class ChannelHub {
       targetWeight,
     );
     this.timers = new SlicedPass('hub_timer', (o, now) => o.tickTimers(now), ctx);
+    this.events = new HubEvents(ctx);
     // Lockstep frames are never superseded nor downsampled: only streaming hubs have topics.
     this.topics =
       mode === 'streaming'
@@ -257,7 +261,7 @@ export class ChannelHub {
           this.subscription.subscribed(e.ref, e.ok);
           break;
         case 'event':
-          for (const o of this.observers.values()) o.worldEvent(e.params);
+          this.events.add(e.event, this.observers.values());
           break;
         case 'frame':
           this.inlineFrame(e.params);
@@ -288,6 +292,7 @@ export class ChannelHub {
       { route: this.ctx.route, event: 'hub_failed', reason },
       'observer hub lost its upstream session',
     );
+    this.events.flush(); // what the world said before it failed comes before the sessions' end
     this.retire();
     // Waiting opens are answered (they will see no grants).
     for (const start of this.opening.splice(0)) start();
@@ -303,6 +308,7 @@ export class ChannelHub {
     this.cache.clear();
     this.fanout.clear();
     this.timers.clear();
+    this.events.clear();
     this.topics?.clear();
     this.ctx.retired(this);
   }
@@ -417,6 +423,7 @@ export class ChannelHub {
 
   /** Ends every session, or with a shared store suspends it there for a resume elsewhere. */
   async shutdown(): Promise<void> {
+    this.events.flush(); // journaled before the sessions move to the store or end
     const now = this.ctx.now();
     const moved: Promise<void>[] = [];
     for (const o of [...this.observers.values()]) {

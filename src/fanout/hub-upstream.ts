@@ -5,7 +5,13 @@
  */
 import { ClockEstimate, pongText } from '../protocol/clock-sync.js';
 import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
-import { DEFAULT_MAX_JSON_DEPTH, parseMessage, type JsonRpcId } from '../protocol/jsonrpc.js';
+import {
+  DEFAULT_MAX_JSON_DEPTH,
+  parseMessage,
+  sequencedNotification,
+  type JsonRpcId,
+  type Sequenced,
+} from '../protocol/jsonrpc.js';
 import { isRecord } from '../protocol/json-object.js';
 import type { StreamEndpoint } from '../session/stream-endpoint.js';
 import { field, readChannelDecls, readGrants, type ChannelDecl, type UpstreamGrant } from './hub-channels.js';
@@ -32,7 +38,8 @@ export type HubUpstreamEffect =
   | { kind: 'grants'; grants: UpstreamGrant[] }
   /** The world answered the `subscribe` carrying `ref` (its grants, if ok, came just before). */
   | { kind: 'subscribed'; ref: number; ok: boolean }
-  | { kind: 'event'; status_seq: number; text: string; params: Record<string, unknown> }
+  /** A world.event, serialised once for every observer (each stamps its own status_seq). */
+  | { kind: 'event'; status_seq: number; event: Sequenced }
   | { kind: 'frame'; params: Record<string, unknown> }
   /** The upstream session is gone for good (closed, or not resumable): observers must end. */
   | { kind: 'failed'; reason: string };
@@ -246,7 +253,7 @@ export class HubUpstream {
         }
         break;
       case 'notification':
-        this.notification(msg.method, msg.params, text);
+        this.notification(msg.method, msg.params);
         break;
       case 'invalid':
         break;
@@ -293,7 +300,7 @@ export class HubUpstream {
       this.simNow = ts_mono_ns;
   }
 
-  private notification(method: string, params: unknown, text: string): void {
+  private notification(method: string, params: unknown): void {
     const p = isRecord(params) ? params : {};
     this.observeStamp(p.tick, p.ts_mono_ns);
     if (method === 'obs.frame') {
@@ -304,7 +311,8 @@ export class HubUpstream {
     if (typeof seq !== 'number') return;
     if (seq <= this.lastSeq) return; // a replayed notification the hub already handled
     this.lastSeq = seq;
-    if (method === 'world.event') this.out.push({ kind: 'event', status_seq: seq, text, params: p });
+    if (method === 'world.event')
+      this.out.push({ kind: 'event', status_seq: seq, event: sequencedNotification(method, p) });
     else if (method === 'session.state' && p.state === 'closed') {
       this.phase = 'closed';
       // Never String() a world's value: an object whose toString is not a function throws.

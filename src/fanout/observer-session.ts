@@ -13,10 +13,11 @@ import { awpError, edgeError, type RpcErrorObject } from '../protocol/errors.js'
 import { findMessageIntegerRangeViolation, isCount } from '../protocol/integers.js';
 import {
   errorText,
-  notificationText,
   parseMessage,
   resultText,
+  sequencedNotification,
   type JsonRpcId,
+  type Sequenced,
 } from '../protocol/jsonrpc.js';
 import { ReplayJournal } from '../session/journal.js';
 import type { ObserverRecord } from '../session/session-store.js';
@@ -310,11 +311,9 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
   // ------------------------------------------------------------------ world events, frames, timers
 
   /** A world.event of the shared upstream session, re-sequenced into this session (AWP-EVT-001). */
-  worldEvent(params: Record<string, unknown>): readonly ObserverEffect<C>[] {
+  worldEvent(event: Sequenced): readonly ObserverEffect<C>[] {
     if (this.state === 'closed' || this.state === 'opening') return EMPTY;
-    const rest = { ...params };
-    delete rest.status_seq;
-    this.notify('world.event', rest);
+    this.stamp(event);
     return this.flush();
   }
 
@@ -423,8 +422,12 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
   // ------------------------------------------------------------------ plumbing
 
   private notify(method: string, params: Record<string, unknown>): void {
+    this.stamp(sequencedNotification(method, params));
+  }
+
+  private stamp(notification: Sequenced): void {
     const status_seq = ++this.seq;
-    const text = notificationText(method, { ...params, status_seq });
+    const text = notification(status_seq);
     this.journal.append(status_seq, text); // durable once a shared store holds it (observer-persistence.ts)
     this.send(text);
   }

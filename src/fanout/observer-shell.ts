@@ -10,7 +10,7 @@ import type { ObserverSession } from './observer-session.js';
 import type { Need } from './hub-demand.js';
 import { Subscriber, type SubscribedChannel } from './subscriber.js';
 import type { OutboxObserver, Sink } from '../transport/outbox.js';
-import type { JsonRpcId } from '../protocol/jsonrpc.js';
+import type { JsonRpcId, Sequenced } from '../protocol/jsonrpc.js';
 import type { ObserverTap } from './observer-tap.js';
 import type { ObserverPersistence } from './observer-persistence.js';
 import type { ObserverRecord } from '../session/session-store.js';
@@ -156,8 +156,8 @@ export class ObserverShell {
     this.run(this.session.channelsEnsured(ref, ok));
   }
 
-  worldEvent(params: Record<string, unknown>): void {
-    this.run(this.session.worldEvent(params));
+  worldEvent(event: Sequenced): void {
+    this.run(this.session.worldEvent(event));
   }
 
   channelDegraded(channel: SubscribedChannel, now: number): void {

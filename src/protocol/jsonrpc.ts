@@ -229,6 +229,21 @@ export function notificationText(method: string, params?: unknown): string {
   );
 }
 
+/** A notification's text but for its `status_seq`, which each session stamps with its own (AWP-EVT-001). */
+export type Sequenced = (status_seq: number) => string;
+
+/**
+ * Serialises a notification once for any number of sessions: a hub hands a world.event to each of its
+ * observers, and re-serialising it for each cost 9.8 ms per observer for a 1.9 MB event. `status_seq`
+ * goes last, so each session's text is a shared head and its own number.
+ */
+export function sequencedNotification(method: string, params: Record<string, unknown>): Sequenced {
+  const rest = { ...params };
+  delete rest.status_seq;
+  const head = notificationText(method, { ...rest, status_seq: 0 }).slice(0, -'0}}'.length);
+  return (status_seq) => `${head}${status_seq}}}`;
+}
+
 /** Successful response text. */
 export function resultText(id: JsonRpcId, result: unknown): string {
   return JSON.stringify({ jsonrpc: '2.0', id, result });

@@ -197,4 +197,33 @@ describe('hostile world: frames on channels it did not grant', () => {
     await barrier(r, next, 1);
     await pingOk(r.bystander);
   }, 30_000);
+
+  it('big world events reach every observer of the hub whole, in order, each with its own status_seq, and the edge goes on serving', async () => {
+    const r = await start({}, {}, { observers: 'fanout' });
+    const observers = await Promise.all(Array.from({ length: 12 }, () => observer(r)));
+    const detail = 'x'.repeat(512 * 1024);
+    const before = observers.map((o) => o.statusSeqs().at(-1) ?? 0);
+    for (let i = 0; i < 6; i++)
+      r.world.send({
+        jsonrpc: '2.0',
+        method: 'world.event',
+        params: { event: `big-${i}`, ts_mono_ns: 1, status_seq: r.world.seq(), detail },
+      });
+    await pingOk(r.bystander); // served while the events are handed out
+    await until(
+      () => observers.every((o) => o.notifications('world.event').length === 6),
+      15_000,
+      'every observer to hear every event',
+    );
+    observers.forEach((o, k) => {
+      const events = o.notifications('world.event');
+      expect(events.map((e) => e.event)).toEqual([0, 1, 2, 3, 4, 5].map((i) => `big-${i}`));
+      expect(events.every((e) => e.detail === detail)).toBe(true);
+      // The observer's own sequence, past what it heard before (AWP-EVT-001), not the world's.
+      const seqs = events.map((e) => e.status_seq as number);
+      expect(seqs[0]).toBeGreaterThan(before[k]!);
+      for (let i = 1; i < seqs.length; i++) expect(seqs[i]).toBeGreaterThan(seqs[i - 1]!);
+      expect(seqs.at(-1)).toBeLessThan(before[k]! + 20);
+    });
+  }, 30_000);
 });

@@ -370,7 +370,7 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
             violate('hub-event-order', `event ${e.status_seq} after ${hubEventSeq}`);
           hubEventSeq = Math.max(hubEventSeq, e.status_seq);
           stats.events++;
-          for (const o of observers) guard('worldEvent', () => o.session.worldEvent(e.params));
+          for (const o of observers) guard('worldEvent', () => o.session.worldEvent(e.event));
           break;
         case 'frame':
           deliverInline(e.params);

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   errorText,
@@ -7,6 +8,7 @@ import {
   parseMessage,
   requestText,
   resultText,
+  sequencedNotification,
   type ParseOutcome,
   type RpcInvalid,
 } from '../../src/protocol/jsonrpc.js';
@@ -185,6 +187,34 @@ describe('constructors', () => {
     });
     expect(errorText(null, { code: -32700, message: 'Parse error' })).toBe(
       '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}',
+    );
+  });
+});
+
+describe('sequencedNotification (AWP-EVT-001: each session its own status_seq)', () => {
+  it("is the notification's text with the session's status_seq in place of the world's", () => {
+    const event = sequencedNotification('world.event', {
+      event: 'e_stop_engaged',
+      status_seq: 41,
+      ts_mono_ns: 5,
+    });
+    expect(event(7)).toBe(
+      '{"jsonrpc":"2.0","method":"world.event","params":{"event":"e_stop_engaged","ts_mono_ns":5,"status_seq":7}}',
+    );
+    expect(sequencedNotification('world.event', {})(1)).toBe(
+      '{"jsonrpc":"2.0","method":"world.event","params":{"status_seq":1}}',
+    );
+  });
+
+  it('parses back to the params with status_seq replaced, for any JSON params', () => {
+    fc.assert(
+      fc.property(fc.dictionary(fc.string(), fc.jsonValue()), fc.nat(), (params, seq) => {
+        const msg = parseMessage(sequencedNotification('world.event', params)(seq), 1000);
+        expect(msg.kind).toBe('notification');
+        if (msg.kind !== 'notification') return;
+        const expected = JSON.parse(JSON.stringify({ ...params, status_seq: seq })) as unknown;
+        expect(msg.params).toEqual(expected);
+      }),
     );
   });
 });
