@@ -4,17 +4,11 @@
  */
 import { awpError, type RpcErrorObject } from '../protocol/errors.js';
 import type { StreamEndpoint } from '../session/stream-endpoint.js';
+import { MAX_OBSERVER_ITEMS, MAX_OBSERVER_NAME_CHARS } from '../session/session-store.js';
 import { checkChannels, grantList, type ChannelRequest, type GrantSource } from './observer-grants.js';
 import type { Subscriber } from './subscriber.js';
 
 const HB_ID = 'awp-edge:hb:';
-
-/**
- * Entries an observer's lists hold at most (channels in a request, modalities declared), and the longest
- * name kept: far above any world's manifest, and what a stored observer record may hold (store/codec.ts).
- */
-const MAX_LIST = 1024;
-const MAX_NAME = 256;
 
 /**
  * The `subscribe` / `channels` list of a request: entries `{channel, rate_hz?}` with a string channel
@@ -23,7 +17,7 @@ const MAX_NAME = 256;
 function channelRequests(list: unknown): ChannelRequest[] | string {
   if (list === undefined) return [];
   if (!Array.isArray(list)) return 'the channel list must be an array';
-  if (list.length > MAX_LIST) return `at most ${MAX_LIST} channels in one request`;
+  if (list.length > MAX_OBSERVER_ITEMS) return `at most ${MAX_OBSERVER_ITEMS} channels in one request`;
   const out: ChannelRequest[] = [];
   for (const r of list as unknown[]) {
     if (typeof r !== 'object' || r === null || Array.isArray(r))
@@ -55,7 +49,8 @@ export function requestedChannels(
 /** The `channels` of `obs.unsubscribe`: declared channel names, or the error. */
 export function unsubscribeNames(list: unknown, hub: GrantSource): string[] | RpcErrorObject {
   const names = Array.isArray(list) ? (list as unknown[]) : [];
-  if (names.length > MAX_LIST) return invalidParams(`at most ${MAX_LIST} channels in one request`);
+  if (names.length > MAX_OBSERVER_ITEMS)
+    return invalidParams(`at most ${MAX_OBSERVER_ITEMS} channels in one request`);
   for (const n of names) {
     if (typeof n !== 'string') return invalidParams('channels must be channel names');
     if (hub.channelDecl(n) === undefined) return awpError('AWP_CHANNEL_UNKNOWN', `${n} is not declared`);
@@ -74,8 +69,8 @@ export function agentDeclarations(initialize: Record<string, unknown> | undefine
   // Each channel request looks its modality up here: a set, of names a record can hold.
   const modalities = new Set<string>();
   for (const m of declared) {
-    if (modalities.size >= MAX_LIST) break;
-    if (typeof m === 'string' && m.length <= MAX_NAME) modalities.add(m);
+    if (modalities.size >= MAX_OBSERVER_ITEMS) break;
+    if (typeof m === 'string' && m.length <= MAX_OBSERVER_NAME_CHARS) modalities.add(m);
   }
   const maxObsRateHz =
     typeof initialize?.max_obs_rate_hz === 'number' ? initialize.max_obs_rate_hz : undefined;

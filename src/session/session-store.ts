@@ -4,6 +4,14 @@ import type { JournalEntry } from './journal.js';
  * What an observer session (the edge serves it itself) needs beyond the common record to resume at
  * another replica: what the observer declared and subscribed, and where each channel's stream stood.
  */
+/**
+ * Entries an observer's lists hold at most (channels it asks for, modalities it declares) and the longest
+ * name it may use: far above any world's manifest. The observer session keeps no more
+ * (fanout/observer-messages.ts), so a stored record never holds more (store/codec.ts checks it does not).
+ */
+export const MAX_OBSERVER_ITEMS = 1024;
+export const MAX_OBSERVER_NAME_CHARS = 256;
+
 export interface ObserverRecord {
   /** From the observer's initialize (AWP-AGM-001/002). */
   readonly modalities: readonly string[];

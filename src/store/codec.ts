@@ -5,6 +5,8 @@
 import { Packr } from 'msgpackr';
 import { MAX_SKIPPED_STATUS_SEQ, MAX_STATUS_SEQ_GAP, type JournalEntry } from '../session/journal.js';
 import {
+  MAX_OBSERVER_ITEMS,
+  MAX_OBSERVER_NAME_CHARS,
   CorruptRecordError,
   type ObserverRecord,
   type RelaySessionRecord,
@@ -82,9 +84,6 @@ export function decodeRecord(
   };
 }
 
-/** Channels and modalities an observer record may hold at most (far above any world's manifest). */
-const MAX_OBSERVER_ITEMS = 1024;
-
 export function encodeObserver(o: ObserverRecord): Buffer {
   return packr.pack([
     RECORD_VERSION,
@@ -107,7 +106,7 @@ export function decodeObserver(encoded: Buffer): ObserverRecord {
     return v;
   };
   const name = (v: unknown): string => {
-    if (typeof v !== 'string' || v.length > 256)
+    if (typeof v !== 'string' || v.length > MAX_OBSERVER_NAME_CHARS)
       throw new CorruptRecordError('observer record: bad channel name');
     return v;
   };
