@@ -303,7 +303,8 @@ export class RelayDriver {
   /**
    * Writes what the session's journal holds that the store does not. One write per session at a time:
    * entries arriving meanwhile go in the next, so a slow store costs one write per round trip rather
-   * than one per status, each carrying the whole growing tail.
+   * than one per status, each carrying the whole growing tail. A write carries a bounded step of the
+   * tail (ReplayJournal.notDurable); the next goes when it is done.
    */
   private persistJournal(session: RelaySession): void {
     if (journalWrites.has(session)) return;

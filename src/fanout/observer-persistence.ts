@@ -65,16 +65,19 @@ export class ObserverPersistence {
     return p;
   }
 
-  /** Writes the journal entries not yet durable (one write per burst of notifications). */
+  /**
+   * Writes the journal entries not yet durable (one write per burst of notifications, in bounded
+   * steps: ReplayJournal.notDurable).
+   */
   journal(journal: ReplayJournal): void {
     if (this.journalQueued || this.closed) return;
     this.journalQueued = true;
     this.enqueue('append', async () => {
       this.journalQueued = false;
-      const entries = journal.notDurable();
-      if (entries.length === 0) return;
-      await this.store.append(this.token, this.fence, entries);
-      journal.markDurable(entries.at(-1)!.status_seq);
+      for (let entries = journal.notDurable(); entries.length > 0; entries = journal.notDurable()) {
+        await this.store.append(this.token, this.fence, entries);
+        journal.markDurable(entries.at(-1)!.status_seq);
+      }
     });
   }
 

@@ -32,6 +32,14 @@ export const MAX_STATUS_SEQ_GAP = 4096;
  */
 export const MAX_SKIPPED_STATUS_SEQ = 4096;
 
+/**
+ * Most entries, and characters of their text, one store write carries (`notDurable`); a longer tail goes
+ * in further writes. A journal that grew during a store outage is then written in bounded steps, and a
+ * write attempted on each status during the outage costs at most this much, not the whole tail again.
+ */
+export const MAX_WRITE_ENTRIES = 512;
+export const MAX_WRITE_CHARS = 4 * 1024 * 1024;
+
 export class ReplayJournal {
   private readonly entries: JournalEntry[] = [];
   private hwm: number;
@@ -138,15 +146,23 @@ export class ReplayJournal {
   }
 
   /**
-   * Entries not yet durable, in order: what the next store write carries. Writing the whole tail (the
+   * The oldest entries not yet durable, in order, at most MAX_WRITE_ENTRIES of them and MAX_WRITE_CHARS
+   * of text (one entry, however long): what the next store write carries. Writing from the oldest (the
    * store ignores what it already holds) closes any gap a failed write left.
    */
-  notDurable(): JournalEntry[] {
-    // Entries are in seq order and durability only grows, so the non-durable ones are a suffix: found
-    // from the end, this costs what is new rather than the whole journal (it runs once per status).
-    let i = this.entries.length;
-    while (i > 0 && this.entries[i - 1]!.status_seq > this.durable) i--;
-    return this.entries.slice(i);
+  notDurable(maxEntries = MAX_WRITE_ENTRIES, maxChars = MAX_WRITE_CHARS): JournalEntry[] {
+    // Entries hold consecutive seqs (append fills gaps), so the first not durable is found by index:
+    // this runs on every status, and costs what it returns, not the journal's length.
+    const first = this.entries[0]?.status_seq ?? 0;
+    const out: JournalEntry[] = [];
+    let chars = 0;
+    for (let i = Math.max(0, this.durable + 1 - first); i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      chars += e.text?.length ?? 0;
+      if (out.length === maxEntries || (out.length > 0 && chars > maxChars)) break;
+      out.push(e);
+    }
+    return out;
   }
 
   /** Every entry held (for persistence and inspection). */

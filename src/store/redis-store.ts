@@ -204,6 +204,8 @@ export class RedisSessionStore implements SessionStore {
 
   async append(edge_token: string, fence: number, entries: readonly JournalEntry[]): Promise<void> {
     if (entries.length === 0) return;
+    // Writers pass a bounded step of a journal (ReplayJournal.notDurable), so the spread below stays
+    // far from the engine's argument limit (it throws past about 100,000).
     const [rec, jnl] = this.keys(edge_token);
     const args: (string | Buffer)[] = [String(fence)];
     for (const e of entries) args.push(String(e.status_seq), encodeEntry(e));

@@ -4,6 +4,8 @@ import {
   type JournalEntry,
   MAX_SKIPPED_STATUS_SEQ,
   MAX_STATUS_SEQ_GAP,
+  MAX_WRITE_CHARS,
+  MAX_WRITE_ENTRIES,
   ReplayJournal,
 } from '../../src/session/journal.js';
 import { CorruptRecordError } from '../../src/session/session-store.js';
@@ -150,7 +152,9 @@ describe('ReplayJournal', () => {
             const s = Math.max(0, j.highWaterMark - o.back);
             if (j.acknowledge(s)) durable = Math.max(durable, s);
           }
-          expect(j.notDurable()).toEqual(j.held().filter((e) => e.status_seq > durable));
+          const pending = j.held().filter((e) => e.status_seq > durable);
+          expect(j.notDurable()).toEqual(pending);
+          expect(j.notDurable(2)).toEqual(pending.slice(0, 2));
           // The reference for safeAcknowledgement: the complete, durable prefix above the agent's ack.
           let safe = j.acknowledged;
           for (const e of j.held()) {
@@ -173,6 +177,27 @@ describe('ReplayJournal', () => {
     const reads = countReads(j);
     expect(j.notDurable().map((e) => e.status_seq)).toEqual([10_001, 10_002]);
     expect(reads.n).toBeLessThanOrEqual(6); // the two new entries, the durable one before them, and the copy
+  });
+
+  it('notDurable carries at most MAX_WRITE_ENTRIES, and MAX_WRITE_CHARS of text unless one entry is longer', () => {
+    const j = new ReplayJournal();
+    for (let s = 1; s <= MAX_WRITE_ENTRIES + 10; s++) j.append(s, note(s));
+    const first = j.notDurable();
+    expect(first.map((e) => e.status_seq)).toEqual(
+      Array.from({ length: MAX_WRITE_ENTRIES }, (_, i) => i + 1),
+    );
+    j.markDurable(first.at(-1)!.status_seq);
+    expect(j.notDurable().map((e) => e.status_seq)).toEqual(
+      Array.from({ length: 10 }, (_, i) => MAX_WRITE_ENTRIES + 1 + i),
+    );
+    const big = new ReplayJournal();
+    big.append(1, 'x'.repeat(MAX_WRITE_CHARS + 1));
+    big.append(2, 'y');
+    big.append(3, 'x'.repeat(MAX_WRITE_CHARS - 1));
+    big.append(4, 'x'.repeat(2));
+    expect(big.notDurable().map((e) => e.status_seq)).toEqual([1]); // one entry, however long
+    big.markDurable(1);
+    expect(big.notDurable().map((e) => e.status_seq)).toEqual([2, 3]);
   });
 
   it('safeAcknowledgement reads on from where it stopped, not the whole journal', () => {
