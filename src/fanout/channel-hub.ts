@@ -102,7 +102,6 @@ export class ChannelHub {
       needed: () => this.channelIndex().needed,
       run: (effects) => this.run(effects),
       now: () => ctx.now(),
-      changed: () => this.reindex(false),
       dropped: (channel_id) => this.cache.forget(channel_id),
     });
     this.link = new HubLink(ctx, {
@@ -145,6 +144,7 @@ export class ChannelHub {
       frameObserver: ctx.frames,
       ensureChannels: (shell, ref, wants) => this.subscription.ensure(shell, ref, wants),
       startChannel: (shell, channel_id) => this.startChannel(shell, channel_id),
+      grantsChanged: () => this.reindex(false),
       subscriptionsChanged: () => this.reindex(true),
       ended: (shell) => this.ended(shell),
       // A stream lost on the old connection says nothing of the next, which restarts every channel.

@@ -24,8 +24,6 @@ export interface HubSubscriptionContext<A extends ChannelAsker> {
   needed(): ReadonlySet<string>;
   run(effects: readonly HubUpstreamEffect[]): void;
   now(): number;
-  /** An observer's channels changed without the subscription narrowing. */
-  changed(): void;
   /** A channel dropped upstream (its cached keyframe is history). */
   dropped(channel_id: number): void;
 }
@@ -62,7 +60,6 @@ export class HubSubscription<A extends ChannelAsker> {
     const missing = missingChannels(wants, up.channels, up.grants);
     if (missing.length === 0) {
       asker.channelsEnsured(ref, true);
-      this.ctx.changed();
       return;
     }
     const hubRef = this.nextRef++;
@@ -84,7 +81,6 @@ export class HubSubscription<A extends ChannelAsker> {
     if (ask === undefined) return;
     this.subscribing.delete(hubRef);
     ask.asker.channelsEnsured(ask.ref, ok);
-    this.ctx.changed();
     this.narrowLater(); // its asker may have left meanwhile: what it asked for may be nobody's now
   }
 

@@ -111,6 +111,17 @@ function computeGrants(
   return grants;
 }
 
+function sameGrant(a: SubscribedChannel, b: SubscribedChannel | undefined): boolean {
+  return (
+    b !== undefined &&
+    a.channel_id === b.channel_id &&
+    a.rate_hz === b.rate_hz &&
+    a.latest_wins === b.latest_wins &&
+    a.per_tick === b.per_tick &&
+    a.stale_after_ms === b.stale_after_ms
+  );
+}
+
 /** The `granted.channels` / `granted` list of a result. */
 export function grantList(
   grants: ReadonlyMap<string, SubscribedChannel>,
@@ -157,13 +168,19 @@ export class ObserverGrants {
     return wantList(this.wants, this.hub, this.maxObsRateHz);
   }
 
-  /** Recomputes the grants from the hub's; returns the channel ids no longer granted. */
-  regrant(): number[] {
+  /**
+   * Recomputes the grants from the hub's; returns the channel ids no longer granted, and whether any
+   * grant changed (the hub's channel index is rebuilt only then: a subscribe of channels the observer
+   * already holds changes nothing).
+   */
+  regrant(): { removed: number[]; changed: boolean } {
     const grants = computeGrants(this.wants, this.hub, this.maxObsRateHz);
     const removed: number[] = [];
     for (const old of this.grants.values()) if (!grants.has(old.name)) removed.push(old.channel_id);
+    let changed = grants.size !== this.grants.size;
+    for (const g of grants.values()) if (!changed && !sameGrant(g, this.grants.get(g.name))) changed = true;
     this.grants = grants;
-    return removed;
+    return { removed, changed };
   }
 
   get(name: string): SubscribedChannel | undefined {

@@ -299,8 +299,8 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
 
   /** Recomputes the exact grant list (AWP-NEG-001) from what is wanted and what the hub holds. */
   private regrant(): void {
-    const removed = this.grants.regrant();
-    this.out.push({ kind: 'channels', grants: [...this.grants.values()], removed });
+    const { removed, changed } = this.grants.regrant();
+    if (changed) this.out.push({ kind: 'channels', grants: [...this.grants.values()], removed });
   }
 
   /** Channel ids and rates this observer needs from the hub. */

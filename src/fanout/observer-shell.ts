@@ -34,6 +34,9 @@ export interface ObserverHubSide {
   /** Make the upstream session carry `wants`; answer with `shell.channelsEnsured(ref, ok)`. */
   ensureChannels(shell: ObserverShell, ref: number, wants: readonly Need[]): void;
   startChannel(shell: ObserverShell, channel_id: number): void;
+  /** The session's grants changed (the hub's channel index is stale). */
+  grantsChanged(): void;
+  /** The session let go of channels: the upstream subscription may narrow too. */
   subscriptionsChanged(): void;
   ended(shell: ObserverShell): void;
   /** The session left its connection (suspended, replaced, moved or closed): its channels restart on the next. */
@@ -221,7 +224,7 @@ export class ObserverShell {
         for (const id of e.removed) this.sub?.unsubscribe(id);
         for (const g of e.grants)
           this.sub?.subscribe(g, this.positions.get(g.name), this.rebased.has(g.name));
-        return;
+        return this.hub.grantsChanged();
       case 'ensure-channels':
         return this.hub.ensureChannels(this, e.ref, e.wants);
       case 'start-channel':

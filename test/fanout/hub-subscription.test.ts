@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { PassThroughRelay, type RelayTransform } from '../harness/pass-through-relay.js';
 import type { JsonObject } from '../harness/trace-types.js';
 import type { Json, ObserverClient } from './observer-client.js';
-import { sleep, startRig, until, type Rig } from './rig.js';
+import { hubsOf, sleep, startRig, until, type Rig } from './rig.js';
 
 const WORLD_DELAY_MS = 150;
 /** Longer than the hub's tick (50 ms), at which it narrows; shorter than WORLD_DELAY_MS. */
@@ -139,5 +139,22 @@ describe('the hub narrows its upstream subscription without taking a channel fro
     const answer = await sub;
     expect(answer.error).toBeUndefined();
     await framesFlow(b, channelId(answer.result as Json, 'proprio'));
+  });
+
+  it("a subscribe of channels the observer already holds leaves the hub's channel index as it is (no rebuild for each of a thousand such requests)", async () => {
+    const r = await rig();
+    const o = await r.observer({ kind: 'inline', subscribe: [{ channel: 'state' }] });
+    const hub = hubsOf(r.edge)[0]!;
+    const index = (): unknown => hub['index'];
+    await o.waitFrame(o.ids.get('state')!, () => true, 3000);
+    const built = index();
+    expect(built).not.toBeNull(); // a frame needed it
+    const again = await o.call('obs.subscribe', { channels: [{ channel: 'state' }] });
+    expect(again.error).toBeUndefined();
+    expect(index()).toBe(built);
+    // A new channel is a change: the next frame rebuilds the index with it.
+    const more = await o.call('obs.subscribe', { channels: [{ channel: 'proprio' }] });
+    await framesFlow(o, channelId(more.result as Json, 'proprio'));
+    expect(index()).not.toBe(built);
   });
 });

@@ -13,6 +13,7 @@ import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { inlineToFrame } from '../../src/protocol/inline-frame.js';
 import { HubUpstream, type HubUpstreamEffect } from '../../src/fanout/hub-upstream.js';
 import { HubSubscription } from '../../src/fanout/hub-subscription.js';
+import { indexChannels } from '../../src/fanout/hub-passes.js';
 import { ObserverSession } from '../../src/fanout/observer-session.js';
 import {
   ObserverShell,
@@ -64,7 +65,9 @@ export type FanoutViolation =
   | 'hub-event-order'
   | 'hub-invalid-send'
   | 'invalid-count-accepted'
-  | 'frame-order';
+  | 'frame-order'
+  /** The hub's channel index, rebuilt only when told an observer's channels changed, went stale. */
+  | 'stale-index';
 
 const WORLD_TOKEN = 'WORLD-TOKEN-HUB';
 const WORLD_HOST = 'world.internal';
@@ -320,7 +323,6 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
     needed: () => new Set(observers.flatMap((o) => [...o.session.needs()].map((g) => g.name))),
     run: (effects) => run(effects),
     now: () => now,
-    changed: () => undefined,
     dropped: () => undefined,
   });
 
@@ -411,6 +413,23 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
     }
   }
 
+  /**
+   * The hub's channel index as ChannelHub keeps it: dropped when the side says channels changed, rebuilt
+   * when a frame next needs it (here after every step), and checked against a fresh one meanwhile.
+   */
+  let index: string | null = null;
+  const freshIndex = (): string =>
+    JSON.stringify(
+      [...indexChannels(observers.map((o) => o.session)).targets]
+        .map(([id, list]) => [id, list.map((s) => s.session_id).sort()] as const)
+        .sort((a, b) => a[0] - b[0]),
+    );
+  const checkIndex = (): void => {
+    const fresh = freshIndex();
+    if (index !== null && index !== fresh) violate('stale-index', `kept ${index}, now ${fresh}`);
+    index = fresh;
+  };
+
   const host = up.observerHost((base) => [{ binding: 'ws', url: `${base}/stream` }, { binding: 'inline' }]);
   const side: ObserverHubSide = {
     mode: 'streaming',
@@ -419,8 +438,15 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
     frameObserver: { written: () => undefined, replaced: () => undefined },
     ensureChannels: (shell, ref, wants) => subscription.ensure(shell, ref, wants),
     startChannel: () => undefined,
-    subscriptionsChanged: () => subscription.narrowLater(),
-    ended: () => subscription.narrowLater(),
+    grantsChanged: () => (index = null),
+    subscriptionsChanged: () => {
+      index = null;
+      subscription.narrowLater();
+    },
+    ended: () => {
+      index = null;
+      subscription.narrowLater();
+    },
     detached: () => undefined,
     note: () => undefined,
   };
@@ -716,6 +742,7 @@ export function runFanout(steps: readonly FanoutStep[]): FanoutResult {
           break;
       }
       for (const o of observers) read(o);
+      checkIndex();
     }
   } catch (err) {
     if (!(err instanceof Stop)) throw err;

@@ -87,6 +87,10 @@ describe('fan-out properties', () => {
     holds(['hub-event-order', 'hub-invalid-send']);
   });
 
+  it("the hub's channel index is rebuilt whenever an observer's channels change (and only told then)", () => {
+    holds(['stale-index']);
+  });
+
   it('the model itself: the prefix opens an observer that sees events, frames and a resume', () => {
     const steps: FanoutStep[] = [
       { s: 'open', params: null },
