@@ -67,6 +67,8 @@ export class HubUpstream {
   private readonly pending = new Map<JsonRpcId, Pending>();
   private out: HubUpstreamEffect[] = [];
   manifest: Record<string, unknown> | null = null;
+  /** The manifest's text, serialised once: every observer's `initialize` is answered with it. */
+  private manifestText = '{}';
   channels = new Map<string, ChannelDecl>();
   grants = new Map<string, UpstreamGrant>();
   /**
@@ -277,7 +279,7 @@ export class HubUpstream {
     return {
       mode: this.mode,
       maxJsonDepth: this.maxJsonDepth,
-      manifestJson: () => JSON.stringify(this.manifest ?? {}),
+      manifestJson: () => this.manifestText,
       failure: () => this.failure,
       channelDecl: (name) => this.channels.get(name),
       upstreamGrant: (name) => this.grants.get(name),
@@ -327,6 +329,7 @@ export class HubUpstream {
         if (!ok) return this.fail(`world refused initialize: ${JSON.stringify(result)}`);
         if (!isRecord(result)) return this.fail('world answered initialize without a manifest');
         this.manifest = result;
+        this.manifestText = JSON.stringify(result);
         this.channels = readChannelDecls(result);
         const needed = [...new Set([...this.channels.values()].map((c) => c.modality))];
         if (needed.some((m) => !STANDARD_MODALITIES.includes(m)) && !this.reinitialized) {
