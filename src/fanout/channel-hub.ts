@@ -35,7 +35,6 @@ type HubFrameMetrics = Pick<FrameMetrics, 'count' | 'observeAge' | 'received' | 
 /** What a hub needs from the edge around it. */
 export interface HubContext extends HubLinkContext {
   readonly highWaterBytes: number;
-  readonly maxQueuedBytes: number;
   readonly maxJsonDepth: number;
   /** How long the upstream session outlives the last observer. */
   readonly lingerMs: number;

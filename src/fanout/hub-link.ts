@@ -13,6 +13,8 @@ export interface HubLinkContext {
   readonly upstreamToken: string | undefined;
   readonly connectTimeoutMs: number;
   readonly maxMessageBytes: number;
+  /** What the world may leave unread of the hub's messages (transport.max_queued_bytes). */
+  readonly maxQueuedBytes: number;
   readonly pingIntervalMs: number;
   /** An upstream connection of `kind` (hub: control; stream: the ws stream) opened (live) or closed. */
   upstream(kind: 'hub' | 'stream', handle: object, live: boolean): void;
@@ -111,8 +113,24 @@ export class HubLink {
     );
   }
 
+  /**
+   * The hub's messages to its world: its requests (bounded in number) and its answers to the world's
+   * pings (as many as the world sends). A world that sends and does not read would make them the edge's
+   * memory: past `maxQueuedBytes` unread the connection goes (the session resumes on a new one), as an
+   * agent's does when it does not read.
+   */
   send(text: string): void {
-    this.control?.send(text, false);
+    const c = this.control;
+    if (c === null) return;
+    if (c.bufferedAmount + text.length > this.ctx.maxQueuedBytes) {
+      this.ctx.log(
+        'warn',
+        { route: this.ctx.route, event: 'hub_send_queue_full', queued_bytes: c.bufferedAmount },
+        'world does not read what the hub sends; dropping the connection',
+      );
+      return c.terminate();
+    }
+    c.send(text, false);
   }
 
   close(code: number, reason: string): void {

@@ -4,6 +4,7 @@
  * later (AWP-OBS-005: that would be historical replay). A world that stops answering does not make the
  * hub's requests, or an observer's, the edge's memory.
  */
+import type { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { MAX_UNANSWERED_PINGS } from '../../src/fanout/hub-upstream.js';
 import { MAX_SUBSCRIBES_IN_FLIGHT } from '../../src/fanout/observer-session.js';
@@ -226,4 +227,33 @@ describe('hostile world: frames on channels it did not grant', () => {
       expect(seqs.at(-1)).toBeLessThan(before[k]! + 20);
     });
   }, 30_000);
+
+  it("a world that sends pings and does not read the hub's answers loses that connection past transport.max_queued_bytes; the hub resumes its session on a new one", async () => {
+    // Liveness checks slower than the test: only the send budget can drop the connection.
+    const r = await start(
+      { transport: { max_queued_bytes: 65_536 }, timing: { hop_ping_interval_ms: 0 } },
+      {},
+      { observers: 'fanout' },
+    );
+    r.world.sessionFields = { heartbeat_interval_ms: 60_000 };
+    const o = await observer(r);
+    await barrier(r, o, 1);
+    const conn = r.world.current()!;
+    (conn.ws as unknown as { _socket: Socket })._socket.pause(); // the world stops reading
+    const id = 'p'.repeat(200);
+    for (let i = 0; i < 60_000; i++)
+      conn.ws.send(`{"jsonrpc":"2.0","id":"${id}${i}","method":"ping","params":{"origin_ns":1}}`);
+    await until(
+      () => r.world.control.some((c) => c !== conn && !c.closed),
+      20_000,
+      'the hub to drop the connection it could not write to, and dial a new one',
+    );
+    await until(
+      () => r.world.streams.filter((s) => !s.closed).length === 1,
+      5000,
+      "the resumed session's stream connection",
+    );
+    await barrier(r, o, 2); // the same observer, served by the resumed hub session
+    await pingOk(r.bystander);
+  }, 40_000);
 });
