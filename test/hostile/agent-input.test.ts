@@ -4,7 +4,7 @@
  * Each case checks the agent's answer, what the world saw (the edge never speaks for the agent
  * upstream), and that an agent on another route keeps being served.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
 import { AGENT_TOKEN } from '../support/edge.js';
 import {
@@ -16,19 +16,14 @@ import {
   series,
   sessionOn,
   sleep,
-  startRig,
+  rigPerTest,
   until,
   type HostileRig,
 } from './support.js';
 import { WORLD_TOKEN } from './world.js';
 
+const { cleanups, start } = rigPerTest();
 let rig: HostileRig | undefined;
-const cleanups: (() => void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) c();
-  await rig?.close();
-  rig = undefined;
-});
 
 function track(a: AwpClient): AwpClient {
   cleanups.push(() => a.close());
@@ -99,7 +94,7 @@ function worldRequestsWithId(r: HostileRig, id: unknown): Json[] {
 
 describe('hostile agent: request ids', () => {
   it('session.open id 7 then world.manifest id 7: the second is refused -32600 and never forwarded; the agent gets the edge token and edge URLs', async () => {
-    rig = await startRig();
+    rig = await start();
     const agent = track(await agentOn(rig.edge, '/w'));
     const result = await sendTwiceWithId7(
       agent,
@@ -116,7 +111,7 @@ describe('hostile agent: request ids', () => {
   }, 20_000);
 
   it('session.resume id 7 then a duplicate id 7: the second is refused -32600 and never forwarded; the resume result carries the edge token and edge URLs', async () => {
-    rig = await startRig();
+    rig = await start();
     const first = await sessionOn(rig.edge, '/w');
     const edgeToken = first.ready.session_token as string;
     expect(edgeToken).not.toBe(WORLD_TOKEN);
@@ -141,7 +136,7 @@ describe('hostile agent: request ids', () => {
   }, 20_000);
 
   it("an agent's response to an id the world never sent is dropped (the world never receives it) and counted in awp_edge_messages_dropped_total", async () => {
-    rig = await startRig();
+    rig = await start();
     const { agent } = await sessionOn(rig.edge, '/w');
     track(agent);
     // Positive control: a response to a request the world did send reaches it.
@@ -176,7 +171,7 @@ describe('hostile agent: request ids', () => {
   }, 20_000);
 
   it('AWP-CTL-009: a numeric request id 2^53+1 (written literally) is refused with AWP_INTEGER_RANGE and never forwarded', async () => {
-    rig = await startRig();
+    rig = await start();
     const { agent } = await sessionOn(rig.edge, '/w');
     track(agent);
     const before = rig.world.allTexts().length;
@@ -203,7 +198,7 @@ describe('hostile agent: counts in requests', () => {
     ['"3"', '"3"'],
   ] as const) {
     it(`session.resume with last_status_seq ${label} is refused with -32602 and does not resume`, async () => {
-      rig = await startRig();
+      rig = await start();
       const first = await sessionOn(rig.edge, '/w');
       const token = first.ready.session_token as string;
       first.agent.drop();
@@ -226,7 +221,7 @@ describe('hostile agent: counts in requests', () => {
   }
 
   it('session.resume with last_status_seq 2^53 is refused with AWP_INTEGER_RANGE (2006; the integer rule comes first)', async () => {
-    rig = await startRig();
+    rig = await start();
     const first = await sessionOn(rig.edge, '/w');
     const token = first.ready.session_token as string;
     first.agent.drop();
@@ -244,7 +239,7 @@ describe('hostile agent: counts in requests', () => {
 
 describe('hostile agent: acknowledgements', () => {
   it('a ping acknowledging a status_seq the world never issued is refused -32602 and not forwarded; later notifications still arrive', async () => {
-    rig = await startRig();
+    rig = await start();
     const r = rig;
     const { agent } = await sessionOn(r.edge, '/w');
     track(agent);
@@ -288,7 +283,7 @@ describe('hostile agent: acknowledgements', () => {
 
 describe('hostile agent: vanishing and protocol violations', () => {
   it('ten agents that initialize, send an unknown method and vanish: awp_edge_upstream_connections is never negative and returns to 0', async () => {
-    rig = await startRig();
+    rig = await start();
     const r = rig;
     const samples: number[] = [];
     let sampling = true;
@@ -331,7 +326,7 @@ describe('hostile agent: vanishing and protocol violations', () => {
   }, 20_000);
 
   it('AWP-CTL-009: an out-of-range integer in an in-session action.submit gets AWP_INTEGER_RANGE and 1002; the world receives nothing after it and sees its connection closed', async () => {
-    rig = await startRig();
+    rig = await start();
     const { agent } = await sessionOn(rig.edge, '/w');
     track(agent);
     // valid_until_ns is a u53 field of action.submit (free-form action params are not integer-checked).

@@ -4,7 +4,7 @@
  * messages over transport.max_message_bytes. The agent sees only what the contract lets through, and
  * the edge keeps serving the other route.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { MAX_STATUS_SEQ_GAP } from '../../src/session/journal.js';
 import { AwpClient, type Json } from '../support/awp-client.js';
@@ -15,18 +15,13 @@ import {
   scrape,
   series,
   sessionOn,
-  startRig,
+  rigPerTest,
   until,
   type HostileRig,
 } from './support.js';
 
+const { cleanups, start } = rigPerTest();
 let rig: HostileRig | undefined;
-const cleanups: (() => void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) c();
-  await rig?.close();
-  rig = undefined;
-});
 
 let tsNs = 1_000_000;
 function statusNote(seq: unknown, actionId = 'a-1'): Json {
@@ -46,7 +41,7 @@ async function barrier(r: HostileRig, agent: AwpClient, seq: number): Promise<vo
 
 describe('hostile world', () => {
   it('a result for an id the edge never forwarded, or a second result for one it did, never reaches the agent', async () => {
-    rig = await startRig();
+    rig = await start();
     const r = rig;
     const { agent } = await sessionOn(r.edge, '/w');
     cleanups.push(() => agent.close());
@@ -89,7 +84,7 @@ describe('hostile world', () => {
   }, 20_000);
 
   it('a lying status_seq (backwards, duplicated) reaches the agent strictly increasing', async () => {
-    rig = await startRig();
+    rig = await start();
     const r = rig;
     const { agent } = await sessionOn(r.edge, '/w');
     cleanups.push(() => agent.close());
@@ -102,7 +97,7 @@ describe('hostile world', () => {
   }, 20_000);
 
   it('a world skipping status_seq past what a session may skip ends that session (agent 1014, world 1002); the edge goes on', async () => {
-    rig = await startRig();
+    rig = await start();
     const r = rig;
     const { agent } = await sessionOn(r.edge, '/w');
     cleanups.push(() => agent.close());
@@ -118,7 +113,7 @@ describe('hostile world', () => {
   }, 20_000);
 
   it('a status_seq that is not a count (1.5, "2", -1) ends that session (agent 1014, world 1002); the edge goes on', async () => {
-    rig = await startRig();
+    rig = await start();
     const r = rig;
     for (const bad of [1.5, '2', -1]) {
       const { agent } = await sessionOn(r.edge, '/w');
@@ -135,7 +130,7 @@ describe('hostile world', () => {
   }, 30_000);
 
   it('a 5,000-deep nested notification from the world is dropped and counted; the edge and the session go on', async () => {
-    rig = await startRig();
+    rig = await start();
     const r = rig;
     const { agent } = await sessionOn(r.edge, '/w');
     cleanups.push(() => agent.close());
@@ -158,7 +153,7 @@ describe('hostile world', () => {
   }, 20_000);
 
   it('malformed binary frames on a stream connection from the world are never forwarded; the agent stream closes (1014), the session goes on', async () => {
-    rig = await startRig();
+    rig = await start();
     const r = rig;
     const { agent, ready } = await sessionOn(r.edge, '/w');
     cleanups.push(() => agent.close());
@@ -211,7 +206,7 @@ describe('hostile world', () => {
   }, 30_000);
 
   it('a message over transport.max_message_bytes from the world closes the upstream, the agent gets 1014, the edge goes on', async () => {
-    rig = await startRig({ transport: { max_message_bytes: 65_536 } });
+    rig = await start({ transport: { max_message_bytes: 65_536 } });
     const r = rig;
     const { agent } = await sessionOn(r.edge, '/w');
     cleanups.push(() => agent.close());
