@@ -33,6 +33,8 @@ const RETIRED_KEPT = 256;
 export class KnownCredentials {
   private current: string[] = [];
   private retired: string[] = [];
+  /** Both lists, as one (credentialMatches keeps its digests). */
+  private all: readonly string[] = [];
 
   constructor(routes: readonly RouteRuntime[]) {
     this.update(routes);
@@ -40,13 +42,12 @@ export class KnownCredentials {
 
   update(routes: readonly RouteRuntime[]): void {
     const next = routes.flatMap((r) => credentialsOf(r));
-    this.retired = this.retired.filter((c) => !next.includes(c)); // back in force
-    for (const old of this.current) {
-      if (next.includes(old) || this.retired.includes(old)) continue;
-      this.retired.push(old);
-      if (this.retired.length > RETIRED_KEPT) this.retired.shift();
-    }
+    const inForce = new Set(next);
+    const retired = new Set(this.retired.filter((c) => !inForce.has(c))); // back in force
+    for (const old of this.current) if (!inForce.has(old)) retired.add(old);
+    this.retired = [...retired].slice(-RETIRED_KEPT);
     this.current = next;
+    this.all = [...next, ...this.retired];
   }
 
   /** Credentials a reload took out of force (newest last, at most RETIRED_KEPT). */
@@ -55,7 +56,7 @@ export class KnownCredentials {
   }
 
   has(value: string): boolean {
-    return credentialMatches(value, this.current) || credentialMatches(value, this.retired);
+    return credentialMatches(value, this.all);
   }
 }
 
@@ -143,8 +144,8 @@ export class CredentialReload {
     const quiet = changed.length === 0 && this.lastOk && restartOnly.join() === this.lastRestart;
     if (trigger === 'watch' && quiet) return { ok: true, changed, retiredConnections: 0 };
     this.host.known.update(this.host.routes);
-    const now = this.host.routes.flatMap((r) => credentialsOf(r));
-    const retired = [...new Set(before.flat())].filter((c) => !now.includes(c));
+    const now = new Set(this.host.routes.flatMap((r) => credentialsOf(r)));
+    const retired = [...new Set(before.flat())].filter((c) => !now.has(c));
     // Connections still open on a credential this or an earlier reload retired.
     const retiredConnections = this.host.known.retiredList.reduce(
       (n, c) => n + this.host.budgets.connectionsOf(c),

@@ -167,13 +167,31 @@ function decideStream(
 }
 
 /**
+ * The longest URL (path and query together) and the most segments and parameters the edge reads. Its
+ * own paths are a few short segments; each segment of a longer one would be checked against every
+ * credential the edge knows (below), and logged, before anything else about the request is known.
+ */
+export const MAX_URL_CHARS = 2048;
+export const MAX_URL_SEGMENTS = 64;
+
+/** Segments and query parameters a log line shows of a URL (the rest are counted). */
+const LOGGED_URL_PARTS = 16;
+
+/**
  * AWP-SEC-006: no credential in a URL. No endpoint of the edge takes a query, so any query is refused;
  * a URL carrying a credential the edge knows (in the query or any path segment), or a query parameter
  * named like one (`token`, `api_key`, ...), is refused as such.
  */
 function urlRefusal(req: UpgradeFacts, state: DecisionState): Refusal | undefined {
+  const tooLong = refuse(
+    414,
+    'url_too_long',
+    `URLs of more than ${MAX_URL_CHARS} characters or ${MAX_URL_SEGMENTS} segments are refused`,
+  );
+  if (req.path.length + req.query.length > MAX_URL_CHARS) return tooLong;
   const parts = [...pathSegments(req.path)];
   if (req.query !== '') for (const [k, v] of new URLSearchParams(req.query)) parts.push(k, v);
+  if (parts.length > MAX_URL_SEGMENTS) return tooLong;
   if (urlCarriesCredential(req.query) || parts.some((p) => p !== '' && state.isCredential(p))) {
     return refuse(
       400,
@@ -196,15 +214,24 @@ function pathSegments(path: string): string[] {
   });
 }
 
-/** A URL as logs may show it: each path segment and parameter value redacted (the path may hold secrets). */
+/**
+ * A URL as logs may show it: each path segment and parameter value redacted (the path may hold secrets),
+ * at most LOGGED_URL_PARTS of each, then how many more there were.
+ */
 export function redactedUrl(path: string, query: string): string {
-  const p = path
-    .split('/')
-    .map((s) => (s === '' ? s : redact(s)))
-    .join('/');
-  if (query === '') return p;
-  const q = [...new URLSearchParams(query)].map(([k, v]) => `${redact(k)}=${redact(v)}`).join('&');
-  return `${p}?${q}`;
+  const more = (n: number): string[] => (n > LOGGED_URL_PARTS ? [`(+${n - LOGGED_URL_PARTS})`] : []);
+  const segments = path.split('/');
+  const p = [
+    ...segments.slice(0, LOGGED_URL_PARTS).map((s) => (s === '' ? s : redact(s))),
+    ...more(segments.length),
+  ];
+  if (query === '') return p.join('/');
+  const params = [...new URLSearchParams(query)];
+  const q = [
+    ...params.slice(0, LOGGED_URL_PARTS).map(([k, v]) => `${redact(k)}=${redact(v)}`),
+    ...more(params.length),
+  ];
+  return `${p.join('/')}?${q.join('&')}`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto';
+import { createHash } from 'node:crypto';
 
 const BEARER_PROTOCOL = 'awp.bearer.';
 
@@ -29,13 +29,22 @@ export function urlCarriesCredential(query: string): boolean {
   return false;
 }
 
-/** Constant-time membership test for a presented credential. */
+/**
+ * Accepted credentials held as SHA-256 digests, one set per list (config lists are replaced, never
+ * changed, when credentials rotate). A presented credential costs one digest and one lookup however many
+ * are accepted: walking the list copied every entry per check, and a URL's segments are each checked
+ * (upgrade-decision.ts). The lookup's timing says nothing useful about a credential: nobody can choose
+ * the bytes of a digest they are after.
+ */
+const digests = new WeakMap<readonly string[], Set<string>>();
+
+function digest(credential: string): string {
+  return createHash('sha256').update(credential).digest('base64');
+}
+
+/** Whether `presented` is one of `accepted`. */
 export function credentialMatches(presented: string, accepted: readonly string[]): boolean {
-  const p = Buffer.from(presented);
-  let ok = false;
-  for (const a of accepted) {
-    const b = Buffer.from(a);
-    if (b.length === p.length && timingSafeEqual(b, p)) ok = true;
-  }
-  return ok;
+  let set = digests.get(accepted);
+  if (set === undefined) digests.set(accepted, (set = new Set(accepted.map(digest))));
+  return set.has(digest(presented));
 }

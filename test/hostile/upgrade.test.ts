@@ -7,6 +7,7 @@ import http2 from 'node:http2';
 import WebSocket from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, validateConfig } from '../../src/config/load.js';
+import { MAX_URL_CHARS, MAX_URL_SEGMENTS } from '../../src/edge/upgrade-decision.js';
 import { AwpClient, initializeParams, type Json } from '../support/awp-client.js';
 import { AGENT_TOKEN } from '../support/edge.js';
 import { startWtEdge, withTimeout, type WtEdge } from '../webtransport/support.js';
@@ -157,6 +158,40 @@ describe('AWP-SEC-006: credentials in URLs', () => {
     expect(lines.filter((l) => l.includes(token))).toEqual([]);
     const metrics = await scrape(r.edge);
     expect(metric(metrics, 'awp_edge_rejections_total', { reason: 'credential_in_url' })).toBe(2);
+    await pingOk(agent);
+  }, 20_000);
+});
+
+describe('URL bounds', () => {
+  it('a URL of more than MAX_URL_CHARS characters or MAX_URL_SEGMENTS segments is refused 414 before its segments are read; its log line is redacted and bounded', async () => {
+    const { log, lines } = captureLogs();
+    rig = await startRig({}, { log });
+    const r = rig;
+    const urls = [
+      `/w/${'a/'.repeat(MAX_URL_CHARS / 2)}`, // long
+      `/w${'/a'.repeat(MAX_URL_SEGMENTS)}`, // short, with too many segments
+      `/w?${'x=1&'.repeat(MAX_URL_SEGMENTS)}`, // too many parameters
+      `/w/${AGENT_TOKEN}/${'a/'.repeat(MAX_URL_CHARS / 2)}`, // a credential too: never echoed nor logged
+    ];
+    for (const url of urls) {
+      const x = await rawRequest(r.edge.edge.port, upgradeHead(url, hostOf(r)));
+      const body = await x.body();
+      x.raw.socket.destroy();
+      expect(x.status, url.slice(0, 40)).toBe(414);
+      expect(x.head + body).not.toContain(AGENT_TOKEN);
+    }
+    const metrics = await scrape(r.edge);
+    expect(metric(metrics, 'awp_edge_rejections_total', { reason: 'url_too_long' })).toBe(urls.length);
+    await sleep(50);
+    expect(lines.filter((l) => l.includes(AGENT_TOKEN))).toEqual([]);
+    const refusals = lines
+      .map((l) => JSON.parse(l) as Json)
+      .filter((l) => l.event === 'connection_refused' && l.reason === 'url_too_long');
+    expect(refusals.length).toBe(urls.length);
+    for (const l of refusals) expect(String(l.url ?? l.path).length).toBeLessThan(1500);
+    // The route is served as ever.
+    const agent = await agentOn(r.edge, '/w');
+    cleanups.push(() => agent.close());
     await pingOk(agent);
   }, 20_000);
 });
