@@ -21,6 +21,13 @@ export interface AgentStreamSink {
   close(code: number, reason: string): void;
 }
 
+/**
+ * Each session's live stream connection per world endpoint. A newer one replaces it (an agent may
+ * reconnect its stream at any time, AWP-TRN-010), so one session token cannot make the edge hold, and
+ * dial the world for, any number of them.
+ */
+const live = new WeakMap<RelaySession, Map<string, StreamBridge>>();
+
 export class StreamBridge {
   private agent: AgentStreamSink | null = null;
   /** The world's side, once dialled; until then command frames wait in `worldOut`. */
@@ -45,9 +52,13 @@ export class StreamBridge {
   constructor(
     private readonly ctx: StreamContext,
     private readonly session: RelaySession,
-    url: string,
+    private readonly url: string,
     private readonly binding: string,
   ) {
+    let streams = live.get(session);
+    if (streams === undefined) live.set(session, (streams = new Map<string, StreamBridge>()));
+    streams.get(url)?.end(1000, 'replaced by a newer stream connection');
+    streams.set(url, this);
     const route = session.record.route;
     const c = ctx.config;
     this.toAgentMetrics = FrameMetrics.for(ctx.metrics, route, binding, 'world_to_agent', ctx.now);
@@ -225,6 +236,8 @@ export class StreamBridge {
   end(code: number, reason: string, detail?: string): void {
     if (this.ended) return;
     this.ended = true;
+    const streams = live.get(this.session);
+    if (streams?.get(this.url) === this) streams.delete(this.url);
     this.paced.stop();
     this.unbind();
     if (detail !== undefined) {

@@ -1,0 +1,58 @@
+/**
+ * An agent's stream connections (AWP-TRN-013): one session token opening stream connection after stream
+ * connection does not make the edge hold, and dial the world for, all of them. Each newer one replaces
+ * the older (the agent may reconnect its stream at any time, AWP-TRN-010), and the newest carries frames.
+ */
+import { describe, expect, it } from 'vitest';
+import { encodeFrame } from '../../src/protocol/frame-encode.js';
+import { FLAG_KEYFRAME } from '../../src/protocol/frame.js';
+import { AwpClient } from '../support/awp-client.js';
+import { pingOk, rigPerTest, sessionOn, until } from './support.js';
+
+const { cleanups, start } = rigPerTest();
+
+const CONNECTIONS = 20;
+
+describe("a session's stream connections", () => {
+  it('AWP-TRN-010 each newer stream connection of a session replaces the older; the world holds one, and frames reach the newest', async () => {
+    const r = await start();
+    const { agent, ready } = await sessionOn(r.edge, '/w');
+    cleanups.push(() => agent.close());
+    const url = (ready.stream_endpoints as { binding: string; url: string }[]).find(
+      (e) => e.binding === 'ws',
+    )!.url;
+    const credential = ready.session_token as string;
+    const streams: AwpClient[] = [];
+    for (let i = 0; i < CONNECTIONS; i++) {
+      const s = await AwpClient.connect(url, { credential });
+      cleanups.push(() => s.close());
+      streams.push(s);
+    }
+    const closes = await Promise.all(streams.slice(0, -1).map((s) => s.waitClosed(5000)));
+    expect(closes).toEqual(
+      Array.from({ length: CONNECTIONS - 1 }, () => ({
+        code: 1000,
+        reason: 'replaced by a newer stream connection',
+      })),
+    );
+    await until(
+      () => r.world.streams.filter((s) => !s.closed).length === 1,
+      5000,
+      "the world's stream connections to come down to one",
+    );
+    const frame = encodeFrame({
+      channel_id: 1,
+      seq: 1,
+      ts_mono_ns: 1000,
+      ts_send_ns: 1000,
+      flags: FLAG_KEYFRAME,
+      vendor: [],
+      payload: Buffer.from('state'),
+    });
+    r.world.sendStream(frame);
+    const newest = streams.at(-1)!;
+    await until(() => newest.binary.length > 0, 5000, 'the frame on the newest stream connection');
+    expect(newest.binary[0]!.equals(frame)).toBe(true);
+    await pingOk(agent);
+  }, 30_000);
+});
