@@ -124,7 +124,11 @@ export class Edge {
     const refused = () =>
       storeReady() ? undefined : `the session store (${store.kind}) is unreachable; retry shortly`;
     const routes = config.routes.map(
-      (r) => new RouteRuntime(r, mint, refused, config.transport.max_json_depth),
+      (r) =>
+        new RouteRuntime(r, mint, refused, {
+          maxJsonDepth: config.transport.max_json_depth,
+          maxQueuedBytes: config.transport.max_queued_bytes,
+        }),
     );
     const metrics = options.metrics ?? new EdgeMetrics({ processPrefix: config.metrics?.process_prefix });
     metrics.initialiseRareSeries(config.routes.map((r) => r.name));

@@ -24,7 +24,8 @@ export class RouteRuntime {
     private readonly mint: TokenMint,
     /** Why new sessions cannot be stored now, or undefined (see the session store's health). */
     private readonly storeRefusal: () => string | undefined = () => undefined,
-    private readonly maxJsonDepth?: number,
+    /** What relay connections of the route may hold of an agent's bytes (the edge's transport config). */
+    private readonly limits: { readonly maxJsonDepth?: number; readonly maxQueuedBytes?: number } = {},
   ) {}
 
   /** The route's configuration, with the credentials in force now (see `rotate`). */
@@ -78,7 +79,7 @@ export class RouteRuntime {
       mintToken: () => this.mint.mint(),
       ownsToken: (token) => this.mint.owns(token),
       fanOutObservers: this.config.observers === 'fanout' && !approver,
-      maxJsonDepth: this.maxJsonDepth,
+      ...this.limits,
       approver,
       admitSession: () => {
         const store = this.storeRefusal();

@@ -35,10 +35,11 @@ export class RelayConnection extends SessionEstablishment {
   // ------------------------------------------------------------------ agent side
 
   fromAgent(text: string, now: number): RelayEffect[] {
-    if (this.ended) return [];
+    if (this.ended || this.overflowed) return [];
     if (this.lookup !== null) {
-      this.agentBacklog.push(text);
-      return [];
+      if ((this.backlogChars += text.length) > (this.route.maxQueuedBytes ?? Infinity)) this.queueFull();
+      else this.agentBacklog.push(text);
+      return this.flush();
     }
     this.handleAgent(text, now);
     return this.flush();

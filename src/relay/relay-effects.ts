@@ -35,6 +35,11 @@ export interface RelayRoute {
   readonly approver: boolean;
   /** Control messages nesting deeper are refused before they are parsed (default: DEFAULT_MAX_JSON_DEPTH). */
   readonly maxJsonDepth?: number;
+  /**
+   * What an agent's messages waiting for the world's connection, or for a session lookup, may add up to
+   * (transport.max_queued_bytes; default: unbounded): past it the agent is closed, 1008.
+   */
+  readonly maxQueuedBytes?: number;
 }
 
 export type RelayEffect =

@@ -20,7 +20,7 @@ export abstract class RelayState {
 
   protected readonly emit = (effect: RelayEffect): void => void this.out.push(effect);
 
-  protected readonly link = new UpstreamLink(this.emit);
+  protected readonly link: UpstreamLink;
 
   protected readonly pending = new PendingRequests();
 
@@ -34,6 +34,10 @@ export abstract class RelayState {
   protected lookup: ResumeRequest | null = null;
 
   protected readonly agentBacklog: string[] = [];
+  /** Characters in `agentBacklog`, bounded like the link's queue (route.maxQueuedBytes). */
+  protected backlogChars = 0;
+  /** The agent sent more than may wait (queueFull): it is being closed. */
+  protected overflowed = false;
 
   protected session: RelaySession | null = null;
 
@@ -48,6 +52,18 @@ export abstract class RelayState {
 
   constructor(protected readonly route: RelayRoute) {
     this.init = new InitializeCache(route);
+    this.link = new UpstreamLink(this.emit, route.maxQueuedBytes, () => this.queueFull());
+  }
+
+  /**
+   * What the agent sent waits past route.maxQueuedBytes: it is closed, as for any queue for a peer, and
+   * nothing more it sends is read; its session is let go of when the close arrives (agentClosed).
+   */
+  protected queueFull(): void {
+    if (this.overflowed) return;
+    this.overflowed = true;
+    this.emit({ kind: 'rejected', reason: 'send_queue_full' });
+    this.emit({ kind: 'close-agent', code: 1008, reason: 'send queue full' });
   }
 
   get currentSession(): RelaySession | null {

@@ -21,7 +21,7 @@ export abstract class SessionEstablishment extends RelayState {
   protected abstract handleAgent(text: string, now: number): void;
 
   private waiting(): boolean {
-    return this.lookup !== null || this.ended;
+    return this.lookup !== null || this.ended || this.overflowed;
   }
 
   protected agentOpen(id: JsonRpcId, params: unknown, text: string, now: number): void {
@@ -91,7 +91,7 @@ export abstract class SessionEstablishment extends RelayState {
   sessionLookedUp(found: RelaySession | null, now: number): RelayEffect[] {
     const req = this.lookup;
     this.lookup = null;
-    if (req === null || this.ended) return this.flush();
+    if (req === null || this.ended || this.overflowed) return this.flush(); // closed, or being closed
     if (found === null) {
       this.opening = false;
       this.toAgent(errorText(req.id, noSuchSession(req.token, this.route)));
@@ -108,9 +108,11 @@ export abstract class SessionEstablishment extends RelayState {
       this.link.send(text);
     }
     // Messages the agent sent while its session was being looked up, in order.
-    for (let text = this.agentBacklog.shift(); text !== undefined; text = this.agentBacklog.shift()) {
+    // Until another lookup begins, or the connection ends or is being closed.
+    while (this.agentBacklog.length > 0 && !this.waiting()) {
+      const text = this.agentBacklog.shift()!;
+      this.backlogChars -= text.length;
       this.handleAgent(text, now);
-      if (this.waiting()) break; // another lookup began, or the connection ended
     }
     return this.flush();
   }

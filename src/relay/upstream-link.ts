@@ -10,8 +10,19 @@ export type UpstreamState = 'none' | 'dialing' | 'handshake' | 'ready' | 'closed
 export class UpstreamLink {
   private current: UpstreamState = 'none';
   private readonly queue: string[] = [];
+  /** Characters in `queue`, against `maxQueued`. */
+  private queued = 0;
+  private overflowed = false;
 
-  constructor(private readonly emit: (e: RelayEffect) => void) {}
+  /**
+   * What waits for the link is bounded like any queue for a peer (a dial, or a handshake the world does
+   * not finish, may take long): past `maxQueued` characters, `overflow` runs and nothing more is kept.
+   */
+  constructor(
+    private readonly emit: (e: RelayEffect) => void,
+    private readonly maxQueued = Infinity,
+    private readonly overflow: () => void = () => undefined,
+  ) {}
 
   get state(): UpstreamState {
     return this.current;
@@ -28,7 +39,12 @@ export class UpstreamLink {
       this.emit(frame ? { kind: 'to-upstream', text, frame } : { kind: 'to-upstream', text });
       return;
     }
-    if (this.current === 'closed') return;
+    if (this.current === 'closed' || this.overflowed) return;
+    if ((this.queued += text.length) > this.maxQueued) {
+      this.overflowed = true;
+      this.takeQueued();
+      return this.overflow();
+    }
     this.queue.push(text);
     if (this.current === 'none') {
       this.current = 'dialing';
@@ -46,7 +62,7 @@ export class UpstreamLink {
 
   ready(): void {
     this.current = 'ready';
-    for (const text of this.queue.splice(0)) this.emit({ kind: 'to-upstream', text });
+    for (const text of this.takeQueued()) this.emit({ kind: 'to-upstream', text });
   }
 
   /** Ends the link; an open connection is closed with `code` (none given: the world is already gone). */
@@ -57,6 +73,7 @@ export class UpstreamLink {
 
   /** What was waiting to be sent (the link failed or will not carry it). */
   takeQueued(): string[] {
+    this.queued = 0;
     return this.queue.splice(0);
   }
 }

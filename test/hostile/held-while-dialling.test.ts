@@ -7,7 +7,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { AwpClient } from '../support/awp-client.js';
-import { pingOk, rigPerTest, sessionOn, until } from './support.js';
+import { agentOn, pingOk, rigPerTest, sessionOn, until } from './support.js';
 
 const { cleanups, start } = rigPerTest();
 
@@ -53,6 +53,32 @@ describe('control messages held while a stream connection is dialled', () => {
     for (let i = 0; i < (2 * MAX_QUEUED) / 1000; i++)
       agent.send({ jsonrpc: '2.0', id: `p${i}`, method: 'ping', params: { origin_ns: i, pad } });
     expect(await agent.waitClosed(5000)).toEqual({ code: 1008, reason: 'send queue full' });
+    await pingOk(r.bystander);
+  }, 30_000);
+
+  it("an agent sending more than transport.max_queued_bytes while the world does not finish the edge's handshake is closed (1008); others go on", async () => {
+    const r = await start({ transport: { max_queued_bytes: MAX_QUEUED } });
+    // The first agent's initialize fills the route's manifest cache; the world answers none after it.
+    const first = await agentOn(r.edge, '/w');
+    first.close();
+    r.world.responder = (msg) => (msg.method === 'initialize' ? null : undefined);
+    const agent = await agentOn(r.edge, '/w'); // answered from the cache: no world connection yet
+    cleanups.push(() => agent.close());
+    const connections = r.world.control.length;
+    // session.open needs the world: the edge dials, sends the cached initialize first, and waits for it.
+    agent.send({ jsonrpc: '2.0', id: 'open', method: 'session.open', params: { embodiment: 'e1' } });
+    await until(
+      () =>
+        r.world.control.length > connections &&
+        r.world.allMessages().filter((m) => m.method === 'initialize').length >= 2,
+      5000,
+      "the edge's initialize on its new world connection",
+    );
+    const pad = 'x'.repeat(1000);
+    for (let i = 0; i < (2 * MAX_QUEUED) / 1000; i++)
+      agent.send({ jsonrpc: '2.0', id: `p${i}`, method: 'ping', params: { origin_ns: i, pad } });
+    expect(await agent.waitClosed(5000)).toEqual({ code: 1008, reason: 'send queue full' });
+    expect(r.world.allMessages().filter((m) => m.method === 'ping')).toEqual([]); // none went upstream
     await pingOk(r.bystander);
   }, 30_000);
 });

@@ -432,4 +432,40 @@ describe('RelayConnection approvers', () => {
     const respond = req(2, 'safety.approval.respond', { approval_id: 'ap-1', decision: 'approve' });
     expect(c.fromAgent(respond, 3)).toEqual([{ kind: 'to-upstream', text: respond }]);
   });
+
+  it('what an agent sends while its session is looked up waits within route.maxQueuedBytes; past it the agent is closed 1008, and nothing more is read', () => {
+    const { c, session, token, r } = openSession();
+    c.agentClosed();
+    const c2 = new RelayConnection({ ...r, maxQueuedBytes: 1000 });
+    c2.fromAgent(req(20, 'initialize', { protocol_versions: ['0.1'] }), 30);
+    let fx = c2.fromAgent(req(21, 'session.resume', { session_token: token, last_status_seq: 0 }), 31);
+    expect(fx.map((e) => e.kind)).toEqual(['lookup-session']);
+    const ping = (i: number) => req(`p${i}`, 'ping', { origin_ns: i, pad: 'x'.repeat(200) });
+    for (let i = 0; i < 3; i++) expect(c2.fromAgent(ping(i), 32)).toEqual([]); // waiting, within the bound
+    fx = c2.fromAgent(ping(3), 33);
+    expect(fx).toEqual([
+      { kind: 'rejected', reason: 'send_queue_full' },
+      { kind: 'close-agent', code: 1008, reason: 'send queue full' },
+    ]);
+    expect(c2.fromAgent(ping(4), 34)).toEqual([]);
+    // The lookup's answer finds a connection being closed: the session is not taken, nothing is dialled.
+    expect(c2.sessionLookedUp(session, 35)).toEqual([]);
+    expect(session.attachment).toBeNull();
+  });
+
+  it('what waits for the world connection is bounded by route.maxQueuedBytes (a dial, or a handshake the world does not finish)', () => {
+    const c = new RelayConnection({ ...route(), maxQueuedBytes: 1000 });
+    let fx = c.fromAgent(req(1, 'initialize', { protocol_versions: ['0.1'] }), 1);
+    expect(fx.map((e) => e.kind)).toEqual(['dial-upstream']);
+    const ping = (i: number) => req(`p${i}`, 'ping', { origin_ns: i, pad: 'x'.repeat(300) });
+    expect(c.fromAgent(ping(0), 2)).toEqual([]);
+    fx = c.fromAgent(ping(1), 3);
+    expect(fx).toEqual([]);
+    fx = c.fromAgent(ping(2), 4);
+    expect(fx).toEqual([
+      { kind: 'rejected', reason: 'send_queue_full' },
+      { kind: 'close-agent', code: 1008, reason: 'send queue full' },
+    ]);
+    expect(sent(c.upstreamOpened(), 'to-upstream')).toEqual([]);
+  });
 });
