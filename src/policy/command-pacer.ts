@@ -7,6 +7,15 @@
  */
 import { SlotSchedule } from './slot-schedule.js';
 
+/**
+ * The slowest rate paced as granted. The schema asks only rate_hz > 0 and a world grants what an agent
+ * asks below its declared rate, so a grant may be 1e-7 Hz: a held frame would wait months for its slot.
+ * Slower grants (and ones that are no rate: 0, negative, NaN) are paced at this one, a frame per 1000 s,
+ * so a frame waits at most that long. That is far slower than any command loop; the little it lets
+ * through beyond such a grant the world judges, as on reliable channels.
+ */
+export const MIN_PACED_RATE_HZ = 0.001;
+
 interface Channel<T> {
   /** Slots in ms. */
   readonly slots: SlotSchedule;
@@ -22,8 +31,10 @@ export class CommandPacer<T> {
    */
   offer(channel_id: number, rate_hz: number, now: number, frame: T): 'send' | 'held' | 'replaced' {
     let c = this.channels.get(channel_id);
-    if (c === undefined)
-      this.channels.set(channel_id, (c = { slots: new SlotSchedule(1000 / rate_hz), held: undefined }));
+    if (c === undefined) {
+      const hz = rate_hz >= MIN_PACED_RATE_HZ ? rate_hz : MIN_PACED_RATE_HZ;
+      this.channels.set(channel_id, (c = { slots: new SlotSchedule(1000 / hz), held: undefined }));
+    }
     if (c.held === undefined && c.slots.take(now)) return 'send';
     const outcome = c.held === undefined ? 'held' : 'replaced';
     c.held = frame;

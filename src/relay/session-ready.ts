@@ -4,6 +4,7 @@
  * granted channels and envelopes), and the same result rewritten for the agent with the edge's own
  * token and endpoints: the world's token and URLs never reach the agent (AWP-SEC-003).
  */
+import { isCount } from '../protocol/integers.js';
 import type { JsonRpcId } from '../protocol/jsonrpc.js';
 import { limitersFor } from '../policy/admission.js';
 import type { RelaySessionRecord } from '../session/session-store.js';
@@ -28,7 +29,9 @@ export function recordFromReady(
     upstream_token: upstreamToken,
     session_id: ready.session_id,
     mode,
-    reconnect_window_ms: numberOr(ready.reconnect_window_ms, 0),
+    // A window that is not a count (negative, fractional, 1e400) is taken as none given: the registry keeps
+    // the session its default window, and the store holds only counts.
+    reconnect_window_ms: isCount(ready.reconnect_window_ms) ? ready.reconnect_window_ms : 0,
     heartbeat_interval_ms: numberOr(ready.heartbeat_interval_ms, 0),
     agent_ack: 0,
     suspended_at_ms: null,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CommandPacer } from '../../src/policy/command-pacer.js';
+import { CommandPacer, MIN_PACED_RATE_HZ } from '../../src/policy/command-pacer.js';
 
 describe('CommandPacer', () => {
   it('AWP-DAT-003 lets frames through at the granted rate and drops the oldest waiting one', () => {
@@ -35,5 +35,28 @@ describe('CommandPacer', () => {
     expect(p.offer(1, 10, 0, 'a')).toBe('send');
     expect(p.offer(2, 10, 1, 'b')).toBe('send');
     expect(p.offer(1, 10, 2, 'c')).toBe('held');
+  });
+
+  it('a grant below MIN_PACED_RATE_HZ (1e-7 Hz, or no rate at all) is paced at it: a held frame waits at most 1000 s, not months', () => {
+    for (const rate of [1e-7, Number.MIN_VALUE, 0, -1, NaN]) {
+      const p = new CommandPacer<string>();
+      expect(p.offer(1, rate, 0, 'f0')).toBe('send');
+      expect(p.offer(1, rate, 1, 'f1')).toBe('held');
+      const { frames, next } = p.due(1);
+      expect(frames).toEqual([]);
+      expect(next).toBe(500_000); // half a period of tolerance, as at any rate
+      expect(p.offer(1, rate, 2, 'f2')).toBe('replaced');
+      expect(p.due(next!)).toEqual({ frames: ['f2'], next: undefined });
+    }
+    expect(1000 / MIN_PACED_RATE_HZ).toBe(1_000_000);
+  });
+
+  it('a grant at MIN_PACED_RATE_HZ or above is paced as granted; an infinite one not at all', () => {
+    const p = new CommandPacer<string>();
+    expect(p.offer(1, 0.002, 0, 'a')).toBe('send');
+    expect(p.offer(1, 0.002, 1, 'b')).toBe('held');
+    expect(p.due(1).next).toBe(250_000);
+    expect(p.offer(2, Infinity, 0, 'c')).toBe('send');
+    expect(p.offer(2, Infinity, 0, 'd')).toBe('send');
   });
 });

@@ -4,6 +4,7 @@
  * observer suspended) keeps its log open for its reconnect window, so a resume on this edge continues the
  * same file; after that, or when the session ends, the log ends.
  */
+import { timerDelay } from '../../protocol/timer-delay.js';
 import { routePrefix } from '../file-names.js';
 import { SessionLog, type SessionLogOptions } from '../session-log.js';
 import type { RecorderFs } from './recorder-fs.js';
@@ -161,12 +162,14 @@ export class RouteRecorder {
   /** The session left this edge (`reason`); its log ends unless it resumes here within `lingerMs`. */
   detached(kind: SessionKind, session_id: string, log: SessionLog, reason: string, lingerMs: number): void {
     if (log.closed) return;
-    log.event({ event: 'session_detached', reason, kept_open_ms: lingerMs }, this.host.now());
+    // The world's window, as long as a timer can wait (a longer or negative one would fire at once).
+    const keepMs = timerDelay(lingerMs);
+    log.event({ event: 'session_detached', reason, kept_open_ms: keepMs }, this.host.now());
     const key = `${kind}\u0000${session_id}`;
     const timer = setTimeout(() => {
       this.lingering.delete(key);
       this.end(log, 'the session did not resume on this edge within its reconnect window');
-    }, lingerMs);
+    }, keepMs);
     timer.unref();
     const before = this.lingering.get(key);
     if (before !== undefined) {

@@ -3,6 +3,7 @@
  * slot is written when the slot comes. Shared by the inline (control connection) and stream paths.
  */
 import { CommandPacer } from '../../policy/command-pacer.js';
+import { timerDelay } from '../../protocol/timer-delay.js';
 
 export class PacedWriter<T> {
   private readonly pacer = new CommandPacer<T>();
@@ -32,12 +33,13 @@ export class PacedWriter<T> {
     const { frames, next } = this.pacer.due(this.now());
     for (const f of frames) if (!this.write(f)) return;
     if (next === undefined) return;
+    // A slot beyond the longest timer is looked at again when that fires (see timer-delay.ts).
     this.timer = setTimeout(
       () => {
         this.timer = undefined;
         this.schedule();
       },
-      Math.max(0, next - this.now()),
+      timerDelay(next - this.now()),
     );
   }
 }

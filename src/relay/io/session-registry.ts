@@ -1,4 +1,5 @@
 import { RelaySession } from '../relay-session.js';
+import { timerDelay } from '../../protocol/timer-delay.js';
 import { LEASE_RENEW_MS, type SessionStore, type StoredSession } from '../../session/session-store.js';
 
 /** An observer session the store holds, claimed for this replica (the route's hub serves it). */
@@ -100,9 +101,13 @@ export class SessionRegistry {
     const window =
       session.record.reconnect_window_ms > 0 ? session.record.reconnect_window_ms : DEFAULT_WINDOW_MS;
     this.clearTimer(session.token);
-    const timer = setTimeout(() => {
-      if (session.attachment === null) this.ended(session);
-    }, window + EXPIRY_MARGIN_MS);
+    // A window longer than the longest timer (about 24.8 days) is cut to it rather than fire at once.
+    const timer = setTimeout(
+      () => {
+        if (session.attachment === null) this.ended(session);
+      },
+      timerDelay(window + EXPIRY_MARGIN_MS),
+    );
     timer.unref();
     this.timers.set(session.token, timer);
   }
