@@ -4,7 +4,7 @@
  * watchdog). One per route and time model, however many observers the edge serves from it.
  */
 import { ClockEstimate, pongText } from '../protocol/clock-sync.js';
-import { findMessageIntegerRangeViolation } from '../protocol/integers.js';
+import { findMessageIntegerRangeViolation, isCount } from '../protocol/integers.js';
 import {
   DEFAULT_MAX_JSON_DEPTH,
   parseMessage,
@@ -358,8 +358,10 @@ export class HubUpstream {
         const r = result;
         this.token = r.session_token as string;
         this.endpoints = Array.isArray(r.stream_endpoints) ? (r.stream_endpoints as StreamEndpoint[]) : [];
-        if (typeof r.heartbeat_interval_ms === 'number') this.heartbeat_interval_ms = r.heartbeat_interval_ms;
-        if (typeof r.reconnect_window_ms === 'number') this.reconnect_window_ms = r.reconnect_window_ms;
+        // Counts only: they pace the hub's heartbeats and every observer's, and a store keeps them.
+        if (isCount(r.heartbeat_interval_ms) && r.heartbeat_interval_ms > 0)
+          this.heartbeat_interval_ms = r.heartbeat_interval_ms;
+        if (isCount(r.reconnect_window_ms)) this.reconnect_window_ms = r.reconnect_window_ms;
         if (typeof r.clock_anchor === 'string') this.clock_anchor = r.clock_anchor;
         if (typeof r.tick === 'number') this.tick = r.tick;
         this.observeStamp(r.tick, undefined);

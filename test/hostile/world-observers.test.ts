@@ -256,4 +256,12 @@ describe('hostile world: frames on channels it did not grant', () => {
     await barrier(r, o, 2); // the same observer, served by the resumed hub session
     await pingOk(r.bystander);
   }, 40_000);
+
+  it("a world's session timing that is not a count (a negative window, a fractional heartbeat) is not handed to observers: the hub keeps its defaults", async () => {
+    const r = await start({}, {}, { observers: 'fanout' });
+    r.world.sessionFields = { reconnect_window_ms: -1, heartbeat_interval_ms: 0.5 };
+    const o = await observer(r);
+    expect(o.ready).toMatchObject({ reconnect_window_ms: 30_000, heartbeat_interval_ms: 5000 });
+    await barrier(r, o, 1);
+  }, 30_000);
 });
