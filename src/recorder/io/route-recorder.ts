@@ -51,8 +51,16 @@ export type SessionKind = 'relay' | 'observer';
 
 const TICK_MS = 250;
 
+interface Lingering {
+  readonly log: SessionLog;
+  readonly timer: NodeJS.Timeout;
+}
+
 export class RouteRecorder {
-  private readonly lingering = new Map<string, { log: SessionLog; timer: NodeJS.Timeout }>();
+  /** Logs of sessions that left this edge, kept open for their reconnect window, by session. */
+  private readonly lingering = new Map<string, Lingering>();
+  /** The key each lingering log is held under: ending a log finds it without a scan of them all. */
+  private readonly lingerKeys = new Map<SessionLog, string>();
   private readonly live = new Set<SessionLog>();
   /** The hub logs (frames delivered to recorded observers, once each), by hub. */
   private readonly hubs = new Map<string, SessionLog>();
@@ -99,10 +107,8 @@ export class RouteRecorder {
    */
   session(kind: SessionKind, session_id: string, why: 'opened' | 'resumed', startedMs?: number): SessionLog {
     const key = `${kind}\u0000${session_id}`;
-    const held = this.lingering.get(key);
+    const held = this.release(key);
     if (held !== undefined) {
-      clearTimeout(held.timer);
-      this.lingering.delete(key);
       held.log.event({ event: 'session_resumed' }, this.host.now());
       return held.log;
     }
@@ -166,25 +172,30 @@ export class RouteRecorder {
     const keepMs = timerDelay(lingerMs);
     log.event({ event: 'session_detached', reason, kept_open_ms: keepMs }, this.host.now());
     const key = `${kind}\u0000${session_id}`;
+    const before = this.release(key);
+    if (before !== undefined) this.end(before.log, 'superseded by a newer recording of the session');
     const timer = setTimeout(() => {
-      this.lingering.delete(key);
+      this.release(key);
       this.end(log, 'the session did not resume on this edge within its reconnect window');
     }, keepMs);
     timer.unref();
-    const before = this.lingering.get(key);
-    if (before !== undefined) {
-      clearTimeout(before.timer);
-      this.end(before.log, 'superseded by a newer recording of the session');
-    }
     this.lingering.set(key, { log, timer });
+    this.lingerKeys.set(log, key);
+  }
+
+  /** Lets go of the log lingering under `key`, if any (its timer too). */
+  private release(key: string): Lingering | undefined {
+    const held = this.lingering.get(key);
+    if (held === undefined) return undefined;
+    clearTimeout(held.timer);
+    this.lingering.delete(key);
+    this.lingerKeys.delete(held.log);
+    return held;
   }
 
   end(log: SessionLog, reason: string): void {
-    for (const [key, held] of this.lingering)
-      if (held.log === log) {
-        clearTimeout(held.timer);
-        this.lingering.delete(key);
-      }
+    const key = this.lingerKeys.get(log);
+    if (key !== undefined) this.release(key);
     log.end(reason, this.host.now());
     this.live.delete(log);
   }
@@ -193,8 +204,7 @@ export class RouteRecorder {
   async close(reason: string): Promise<void> {
     clearInterval(this.ticker);
     this.ticks?.clear();
-    for (const { timer } of this.lingering.values()) clearTimeout(timer);
-    this.lingering.clear();
+    for (const key of [...this.lingering.keys()]) this.release(key);
     for (const log of [...this.live]) this.end(log, reason);
     await this.writer.shutdown();
   }
