@@ -17,7 +17,8 @@ interface Waiter {
 
 export class DialGate {
   private readonly inFlight = new Map<string, number>();
-  private readonly queues = new Map<string, Waiter[]>();
+  /** Waiters in arrival order (a set: one timing out leaves in O(1), and thousands may at once). */
+  private readonly queues = new Map<string, Set<Waiter>>();
 
   constructor(private readonly limit = MAX_PENDING_DIALS_PER_UPSTREAM) {}
 
@@ -32,7 +33,7 @@ export class DialGate {
       return Promise.resolve(this.releaser(key));
     }
     return new Promise((resolve, reject) => {
-      const queue = this.queues.get(key) ?? [];
+      const queue = this.queues.get(key) ?? new Set<Waiter>();
       this.queues.set(key, queue);
       const waiter: Waiter = {
         grant: () => {
@@ -40,13 +41,12 @@ export class DialGate {
           resolve(this.releaser(key));
         },
         timer: setTimeout(() => {
-          const i = queue.indexOf(waiter);
-          if (i >= 0) queue.splice(i, 1);
-          if (queue.length === 0) this.queues.delete(key);
+          queue.delete(waiter);
+          if (queue.size === 0) this.queues.delete(key);
           reject(new Error(`${this.limit} connections to it were being opened for ${timeoutMs} ms`));
         }, timeoutMs),
       };
-      queue.push(waiter);
+      queue.add(waiter);
     });
   }
 
@@ -61,8 +61,9 @@ export class DialGate {
       if (released) return;
       released = true;
       const queue = this.queues.get(key);
-      const next = queue?.shift();
-      if (queue?.length === 0) this.queues.delete(key);
+      const next = queue?.values().next().value;
+      if (next !== undefined) queue!.delete(next);
+      if (queue?.size === 0) this.queues.delete(key);
       // The slot passes to the next waiter as is; otherwise it is freed.
       if (next !== undefined) return next.grant();
       const n = (this.inFlight.get(key) ?? 1) - 1;

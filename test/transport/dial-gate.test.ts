@@ -40,6 +40,17 @@ describe('DialGate', () => {
     b();
   });
 
+  it('thousands of waiters timing out together all leave the queue; the next dial after a release starts at once', async () => {
+    const gate = new DialGate(1);
+    const first = await gate.acquire('ws://w:1', 1000);
+    const waiting = Array.from({ length: 20_000 }, () => gate.acquire('ws://w:1', 5));
+    const outcomes = await Promise.allSettled(waiting);
+    expect(outcomes.every((o) => o.status === 'rejected')).toBe(true);
+    first();
+    expect(gate.pending('ws://w:1')).toBe(0); // no waiter was left to take the slot
+    (await gate.acquire('ws://w:1', 5))();
+  });
+
   it('keys an upstream by scheme, host and port', () => {
     expect(upstreamKey('ws://edge-b:8720/worlds/arm')).toBe(
       upstreamKey('ws://edge-b:8720/worlds/arm/stream'),
