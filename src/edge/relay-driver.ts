@@ -190,9 +190,9 @@ export class RelayDriver {
           const sessionNow = this.core.currentSession?.clock.sessionNow(Math.round(now * 1e6));
           this.frames.observeAge(f.channel, f.ts_mono_ns, f.ts_send_ns, sessionNow);
         }
-        if (
-          this.agentOut.push(e.text, false, f?.latest_wins ? f.channel_id : undefined, note) === 'overflow'
-        ) {
+        // A replay from the journal waits for the agent however long it is (the journal holds it anyway).
+        const lw = f?.latest_wins ? f.channel_id : undefined;
+        if (this.agentOut.push(e.text, false, lw, note, e.journaled === true) === 'overflow') {
           ctx.log.warn({ route: this.route.name, event: 'agent_overflow' }, 'agent stopped reading; closing');
           ctx.metrics.rejections.labels(this.route.name, 'send_queue_full').inc();
           this.agent.close(1008, 'send queue full');

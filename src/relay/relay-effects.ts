@@ -43,7 +43,8 @@ export interface RelayRoute {
 }
 
 export type RelayEffect =
-  | { kind: 'to-agent'; text: string; frame?: FrameRoute }
+  /** `journaled`: a replay from the session's journal, which holds the text anyway. */
+  | { kind: 'to-agent'; text: string; frame?: FrameRoute; journaled?: true }
   | { kind: 'to-upstream'; text: string; frame?: FrameRoute }
   | { kind: 'dial-upstream' }
   | { kind: 'close-agent'; code: number; reason: string }

@@ -170,7 +170,7 @@ export abstract class SessionEstablishment extends RelayState {
     adoptReady(session, ready as Record<string, unknown>, this.manifest);
     this.toAgent(rewriteReady(msg.id, ready as Record<string, unknown>, session, this.route));
     // Replay from the journal what the world was told the edge holds; the world replays the rest.
-    for (const t of resume.replay) this.toAgent(t);
+    for (const text of resume.replay) this.emit({ kind: 'to-agent', text, journaled: true });
     this.seq.resumed(resume.agentLast, resume.upstreamAfter);
     this.emit({ kind: 'resumed', session, replayed: resume.replay.length });
   }

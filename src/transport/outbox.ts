@@ -30,6 +30,8 @@ interface Item {
   readonly data: string | Uint8Array;
   readonly binary: boolean;
   readonly bytes: number;
+  /** What the item counts against maxQueuedBytes (0: memory the caller holds anyway). */
+  readonly counted: number;
   readonly note: FrameNote | undefined;
 }
 
@@ -77,12 +79,17 @@ export class Outbox {
     return this.head === this.fifo.length && this.slots.size === 0;
   }
 
-  /** Queues one message; `latestWinsChannel` marks a frame that a newer one on its channel may replace. */
+  /**
+   * Queues one message; `latestWinsChannel` marks a frame that a newer one on its channel may replace.
+   * `held`: the caller holds the message anyway (a journal's replay), so queueing it costs no memory and
+   * it does not count against maxQueuedBytes: a replay longer than that could otherwise never be written.
+   */
   push(
     data: string | Uint8Array,
     binary: boolean,
     latestWinsChannel?: number,
     note?: FrameNote,
+    held = false,
   ): PushOutcome {
     if (this.over) return 'overflow';
     const bytes = typeof data === 'string' ? data.length : data.byteLength;
@@ -91,7 +98,7 @@ export class Outbox {
       if (note !== undefined) this.observer?.written(note, bytes);
       return 'sent';
     }
-    const item = { data, binary, bytes, note };
+    const item = { data, binary, bytes, counted: held ? 0 : bytes, note };
     let outcome: PushOutcome = 'queued';
     if (latestWinsChannel !== undefined) {
       const old = this.slots.get(latestWinsChannel);
@@ -103,7 +110,7 @@ export class Outbox {
       this.slots.set(latestWinsChannel, item);
     } else {
       this.fifo.push(item);
-      this.fifoBytes += bytes;
+      this.fifoBytes += item.counted;
       if (this.fifoBytes > this.maxQueuedBytes) {
         this.over = true;
         this.fifo = [];
@@ -121,7 +128,7 @@ export class Outbox {
   drain(): void {
     while (this.head < this.fifo.length && this.sink.bufferedAmount < this.highWaterBytes) {
       const item = this.fifo[this.head++]!;
-      this.fifoBytes -= item.bytes;
+      this.fifoBytes -= item.counted;
       this.write(item);
     }
     if (this.head === this.fifo.length) {

@@ -74,4 +74,23 @@ describe('Outbox', () => {
     box.flushAll();
     expect(sock.sent).toEqual(['x']);
   });
+
+  it("messages the caller holds anyway (a journal's replay) wait whatever their length, in order; what follows them is counted", () => {
+    const sock = new FakeSocket(1);
+    const box = new Outbox(sock, 1, 8);
+    box.push('x', false);
+    const replay = Array.from({ length: 100 }, (_, i) => `replayed-${i}`);
+    for (const r of replay) expect(box.push(r, false, undefined, undefined, true)).toBe('queued');
+    expect(box.push('live1', false)).toBe('queued');
+    expect(box.push('live2', false)).toBe('overflow'); // 10 counted bytes: the bound still holds for these
+    const fresh = new Outbox(sock, 1, 8);
+    sock.sent = [];
+    for (const r of replay) fresh.push(r, false, undefined, undefined, true);
+    fresh.push('live', false);
+    for (let i = 0; i < 200; i++) {
+      sock.flushed();
+      fresh.drain();
+    }
+    expect(sock.sent).toEqual([...replay, 'live']);
+  });
 });
