@@ -53,8 +53,17 @@ export class RefBatch {
   }
 }
 
-/** The numbers a `frame_refs` body refers to, in order; undefined when the body is not one. */
-export function refNumbers(body: Readonly<Record<string, unknown>>): number[] | undefined {
+/** Most numbers one `frame_refs` record expands to: a hostile file may claim a huge run. */
+export const MAX_REF_NUMBERS = 2 * MAX_RUNS * 1024;
+
+/**
+ * The numbers a `frame_refs` body refers to, in order; undefined when the body is not one, or refers to
+ * more than `max`.
+ */
+export function refNumbers(
+  body: Readonly<Record<string, unknown>>,
+  max = MAX_REF_NUMBERS,
+): number[] | undefined {
   const runs = body.runs;
   if (!Array.isArray(runs)) return undefined;
   const out: number[] = [];
@@ -68,8 +77,7 @@ export function refNumbers(body: Readonly<Record<string, unknown>>): number[] | 
       (n as number) < 1
     )
       return undefined;
-    // A hostile file may claim a huge run: cap what one record expands to.
-    if (out.length + (n as number) > 2 * MAX_RUNS * 1024) return undefined;
+    if (out.length + (n as number) > max) return undefined;
     for (let i = 0; i < (n as number); i++) out.push((first as number) + i);
   }
   return out;

@@ -3,7 +3,7 @@
  * milliseconds since the recording's start, who sent what to whom, and what it was. Runs of frames are
  * summed up in one line per run unless every frame is asked for.
  */
-import { refNumbers } from './frame-refs.js';
+import { MAX_REF_NUMBERS, refNumbers } from './frame-refs.js';
 import { grantedChannels } from './grants.js';
 import { isRecord } from '../protocol/json-object.js';
 import { shown, type StoredRecord } from './read.js';
@@ -16,6 +16,13 @@ export interface TimelineOptions {
   /** A hub log's frame by its file and number (`frame_refs` records), if that file is at hand. */
   readonly resolve?: (hubFile: string, n: number) => Readonly<Record<string, unknown>> | undefined;
 }
+
+/**
+ * Most frames by reference one timeline expands, over all its records: each record is capped
+ * (MAX_REF_NUMBERS), but a file of many small records claiming huge runs would take minutes. Records past
+ * it are shown as they are, unexpanded.
+ */
+export const MAX_TIMELINE_REFS = 8 * 1024 * 1024;
 
 const ARROWS: Readonly<Record<string, string>> = {
   agent: 'agent → edge',
@@ -38,6 +45,7 @@ export function timeline(records: readonly StoredRecord[], o: TimelineOptions = 
   const width = o.width ?? 120;
   const channels = new Map<number, string>();
   const out: string[] = [];
+  const refs = { left: MAX_TIMELINE_REFS };
   let run: { first: number; last: number; count: Map<string, number>; direction: string } | undefined;
   const at = (ts: number) => `${(ts / 1e6).toFixed(3).padStart(12)} ms`;
   const line = (ts: number, direction: string, what: string) =>
@@ -64,7 +72,7 @@ export function timeline(records: readonly StoredRecord[], o: TimelineOptions = 
       run.count.set(name, (run.count.get(name) ?? 0) + 1);
       continue;
     }
-    const batch = batchFrames(r, o.resolve);
+    const batch = batchFrames(r, o.resolve, refs);
     if (batch !== undefined && o.frames === true) {
       for (const f of batch)
         if (typeof f === 'number') line(r.ts_mono_ns, r.direction, `frame #${f} of ${shown(b.hub_file)}`);
@@ -97,12 +105,17 @@ export function timeline(records: readonly StoredRecord[], o: TimelineOptions = 
  * The frames of a `frames` record (their bodies), or of a `frame_refs` record (each body the hub file
  * holds, or its number where the file is not at hand); undefined for any other record.
  */
-function batchFrames(r: StoredRecord, resolve: TimelineOptions['resolve']): unknown[] | undefined {
+function batchFrames(
+  r: StoredRecord,
+  resolve: TimelineOptions['resolve'],
+  refs: { left: number },
+): unknown[] | undefined {
   const b = r.body;
   if (r.kind === 'frames') return Array.isArray(b.frames) ? (b.frames as unknown[]) : undefined;
   if (r.kind !== 'frame_refs') return undefined;
-  const numbers = refNumbers(b);
+  const numbers = refNumbers(b, Math.min(MAX_REF_NUMBERS, refs.left));
   if (numbers === undefined || typeof b.hub_file !== 'string') return undefined;
+  refs.left -= numbers.length;
   const file = b.hub_file;
   return numbers.map((n) => resolve?.(file, n) ?? n);
 }
