@@ -17,8 +17,10 @@ import { SlotSchedule } from './slot-schedule.js';
 export const MIN_PACED_RATE_HZ = 0.001;
 
 interface Channel<T> {
+  /** The granted rate the slots follow. */
+  rate_hz: number;
   /** Slots in ms. */
-  readonly slots: SlotSchedule;
+  slots: SlotSchedule;
   held: T | undefined;
 }
 
@@ -31,9 +33,12 @@ export class CommandPacer<T> {
    */
   offer(channel_id: number, rate_hz: number, now: number, frame: T): 'send' | 'held' | 'replaced' {
     let c = this.channels.get(channel_id);
-    if (c === undefined) {
+    if (c === undefined || !Object.is(c.rate_hz, rate_hz)) {
+      // A channel's first frame, or its grant changed (a subscribe at another rate): slots of the new rate.
       const hz = rate_hz >= MIN_PACED_RATE_HZ ? rate_hz : MIN_PACED_RATE_HZ;
-      this.channels.set(channel_id, (c = { slots: new SlotSchedule(1000 / hz), held: undefined }));
+      const slots = new SlotSchedule(1000 / hz);
+      if (c === undefined) this.channels.set(channel_id, (c = { rate_hz, slots, held: undefined }));
+      else Object.assign(c, { rate_hz, slots });
     }
     if (c.held === undefined && c.slots.take(now)) return 'send';
     const outcome = c.held === undefined ? 'held' : 'replaced';

@@ -59,4 +59,17 @@ describe('CommandPacer', () => {
     expect(p.offer(2, Infinity, 0, 'c')).toBe('send');
     expect(p.offer(2, Infinity, 0, 'd')).toBe('send');
   });
+
+  it("AWP-DAT-003 follows a channel's new grant: a subscribe at another rate paces at that rate from then on", () => {
+    const p = new CommandPacer<string>();
+    for (let t = 0; t < 500; t += 100) expect(p.offer(1, 10, t, `fast${t}`)).toBe('send'); // 10 Hz
+    // Granted 1 Hz now: the first frame goes, the next waits for its slot a second later.
+    expect(p.offer(1, 1, 500, 'slow0')).toBe('send');
+    expect(p.offer(1, 1, 600, 'slow1')).toBe('held');
+    expect(p.due(600).next).toBe(1000);
+    expect(p.due(1000)).toEqual({ frames: ['slow1'], next: undefined });
+    // Back to 10 Hz.
+    expect(p.offer(1, 10, 1100, 'fast-again')).toBe('send');
+    expect(p.offer(1, 10, 1200, 'fast-again2')).toBe('send');
+  });
 });
