@@ -9,6 +9,7 @@
 import type { FrameHeader } from '../protocol/frame.js';
 import type { RelayEffect } from '../relay/relay-effects.js';
 import type { RelaySession } from '../relay/relay-session.js';
+import { reconnectWindow } from '../relay/io/session-registry.js';
 import type { Direction } from '../recorder/record.js';
 import type { RouteRecorder } from '../recorder/io/route-recorder.js';
 import type { SessionLog } from '../recorder/session-log.js';
@@ -114,7 +115,7 @@ export class RelayRecording {
             s.record.session_id,
             this.log,
             e.reason,
-            s.record.reconnect_window_ms,
+            reconnectWindow(s.record), // as long as the registry keeps the session
           );
         }
         return this.detach();

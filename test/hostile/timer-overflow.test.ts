@@ -71,36 +71,41 @@ describe('durations a world grants, beyond what a timer can wait', () => {
     await pingOk(r.bystander);
   }, 20_000);
 
-  it("AWP-CTL-005 a world's reconnect_window_ms of 31 years keeps a dropped agent's session resumable, and its recording open", async () => {
-    const dir = join(root, 'window');
-    const r = await start({}, {}, { record: { dir, sessions: ['relay'] } });
-    r.world.sessionFields = { reconnect_window_ms: 1e12 };
-    const overflows = countOverflows();
-    const first = await sessionOn(r.edge, '/w');
-    const token = first.ready.session_token as string;
-    first.agent.drop();
-    await until(() => r.world.control.every((c) => c.closed), 5000, 'the upstream connection to close');
-    await sleep(200); // a 1 ms expiry would have forgotten the session by now, however loaded
+  // 31 years (cut to the longest timer), and none given (the registry's default, which the recording follows).
+  for (const { window, kept } of [
+    { window: 1e12, kept: MAX_TIMER_MS },
+    { window: 0, kept: 30_000 },
+  ])
+    it(`AWP-CTL-005 a world's reconnect_window_ms of ${window} keeps a dropped agent's session resumable, and its recording open`, async () => {
+      const dir = join(root, `window-${window}`);
+      const r = await start({}, {}, { record: { dir, sessions: ['relay'] } });
+      r.world.sessionFields = { reconnect_window_ms: window };
+      const overflows = countOverflows();
+      const first = await sessionOn(r.edge, '/w');
+      const token = first.ready.session_token as string;
+      first.agent.drop();
+      await until(() => r.world.control.every((c) => c.closed), 5000, 'the upstream connection to close');
+      await sleep(200); // a 1 ms expiry would have forgotten the session by now, however loaded
 
-    const agent = await agentOn(r.edge, '/w');
-    cleanups.push(() => agent.close());
-    const resumed = await agent.ok('session.resume', { session_token: token, last_status_seq: 0 });
-    expect(resumed.session_token).toBe(token);
-    await pingOk(agent);
-    await agent.ok('session.close', {});
-    agent.close(); // the session's log ends with its connection
-    overflows.stop();
-    expect(overflows.count()).toBe(0);
+      const agent = await agentOn(r.edge, '/w');
+      cleanups.push(() => agent.close());
+      const resumed = await agent.ok('session.resume', { session_token: token, last_status_seq: 0 });
+      expect(resumed.session_token).toBe(token);
+      await pingOk(agent);
+      await agent.ok('session.close', {});
+      agent.close(); // the session's log ends with its connection
+      overflows.stop();
+      expect(overflows.count()).toBe(0);
 
-    // One file for the whole session: its log stayed open while the agent was away.
-    const files = () => readdirSync(dir).filter((f) => f.startsWith('w.'));
-    const ended = () => files().some((f) => readFileSync(join(dir, f), 'utf8').includes('session_ended'));
-    await until(ended, 10_000, 'the recording of the session to end');
-    expect(files()).toHaveLength(1);
-    const events = parseRecords(readFileSync(join(dir, files()[0]!), 'utf8'))
-      .filter((rec) => rec.kind === 'edge')
-      .map((rec) => rec.body);
-    expect(events.find((b) => b.event === 'session_detached')?.kept_open_ms).toBe(MAX_TIMER_MS);
-    expect(events.map((b) => b.event)).toContain('session_resumed');
-  }, 20_000);
+      // One file for the whole session: its log stayed open while the agent was away.
+      const files = () => readdirSync(dir).filter((f) => f.startsWith('w.'));
+      const ended = () => files().some((f) => readFileSync(join(dir, f), 'utf8').includes('session_ended'));
+      await until(ended, 10_000, 'the recording of the session to end');
+      expect(files()).toHaveLength(1);
+      const events = parseRecords(readFileSync(join(dir, files()[0]!), 'utf8'))
+        .filter((rec) => rec.kind === 'edge')
+        .map((rec) => rec.body);
+      expect(events.find((b) => b.event === 'session_detached')?.kept_open_ms).toBe(kept);
+      expect(events.map((b) => b.event)).toContain('session_resumed');
+    }, 20_000);
 });

@@ -1,6 +1,11 @@
 import { RelaySession } from '../relay-session.js';
 import { timerDelay } from '../../protocol/timer-delay.js';
-import { LEASE_RENEW_MS, type SessionStore, type StoredSession } from '../../session/session-store.js';
+import {
+  LEASE_RENEW_MS,
+  type RelaySessionRecord,
+  type SessionStore,
+  type StoredSession,
+} from '../../session/session-store.js';
 
 /** An observer session the store holds, claimed for this replica (the route's hub serves it). */
 export interface ObserverClaim {
@@ -17,6 +22,11 @@ export interface SessionBound {
 /** Kept a little longer than the world keeps a suspended session, so the world answers late resumes. */
 const EXPIRY_MARGIN_MS = 2_000;
 const DEFAULT_WINDOW_MS = 30_000;
+
+/** How long the edge keeps a suspended session: the world's reconnect window, or a default if it gave none. */
+export function reconnectWindow(record: Pick<RelaySessionRecord, 'reconnect_window_ms'>): number {
+  return record.reconnect_window_ms > 0 ? record.reconnect_window_ms : DEFAULT_WINDOW_MS;
+}
 
 /**
  * The relay sessions this replica serves, in front of the session store: live sessions answer
@@ -98,8 +108,7 @@ export class SessionRegistry {
     this.closeBound(session.token, 1001, 'session suspended');
     session.record.suspended_at_ms = nowMs;
     void this.store.setSuspended(session.token, session.fence, nowMs).catch(() => undefined);
-    const window =
-      session.record.reconnect_window_ms > 0 ? session.record.reconnect_window_ms : DEFAULT_WINDOW_MS;
+    const window = reconnectWindow(session.record);
     this.clearTimer(session.token);
     // A window longer than the longest timer (about 24.8 days) is cut to it rather than fire at once.
     const timer = setTimeout(
