@@ -99,20 +99,25 @@ function show(file: string, frames: boolean, io: Output): number {
 function hubFiles(
   dir: string,
 ): (hubFile: string, n: number) => Readonly<Record<string, unknown>> | undefined {
-  const read = new Map<string, Map<number, Record<string, unknown>>>();
+  // Read by log, not by file name: references may name any segment of a log, and each is in all of them.
+  const logs = new Map<string, Map<number, Record<string, unknown>>>();
+  const byName = new Map<string, Map<number, Record<string, unknown>> | undefined>();
+  const framesOf = (hubFile: string): Map<number, Record<string, unknown>> | undefined => {
+    const log = /^([A-Za-z0-9_.-]+\.)\d{4}\.jsonl$/.exec(hubFile)?.[1];
+    if (log === undefined) return undefined;
+    let frames = logs.get(log);
+    if (frames !== undefined) return frames;
+    logs.set(log, (frames = new Map<number, Record<string, unknown>>()));
+    const segments = existsSync(dir) ? readdirSync(dir).filter((f) => f.startsWith(log)) : [];
+    for (const segment of segments)
+      for (const r of parseRecords(readFileSync(join(dir, segment), 'utf8')))
+        if (r.kind === 'frames' && Array.isArray(r.body.frames))
+          for (const f of r.body.frames as unknown[])
+            if (isRecord(f) && typeof f.n === 'number') frames.set(f.n, f);
+    return frames;
+  };
   return (hubFile, n) => {
-    let frames = read.get(hubFile);
-    if (frames === undefined) {
-      read.set(hubFile, (frames = new Map<number, Record<string, unknown>>()));
-      const log = /^([A-Za-z0-9_.-]+\.)\d{4}\.jsonl$/.exec(hubFile)?.[1];
-      const segments =
-        log === undefined || !existsSync(dir) ? [] : readdirSync(dir).filter((f) => f.startsWith(log));
-      for (const segment of segments)
-        for (const r of parseRecords(readFileSync(join(dir, segment), 'utf8')))
-          if (r.kind === 'frames' && Array.isArray(r.body.frames))
-            for (const f of r.body.frames as unknown[])
-              if (isRecord(f) && typeof f.n === 'number') frames.set(f.n, f);
-    }
-    return frames.get(n);
+    if (!byName.has(hubFile)) byName.set(hubFile, framesOf(hubFile));
+    return byName.get(hubFile)?.get(n);
   };
 }
