@@ -3,6 +3,7 @@
  * relay core's effects on the agent's socket, the upstream socket and the session store, in order.
  * When the connection turns out to carry an observer session it hands the connection to its owner.
  */
+import { TextQueue } from '../protocol/text-queue.js';
 import { Outbox } from '../transport/outbox.js';
 import { RelayConnection } from '../relay/relay-connection.js';
 import type { FrameRoute, RelayEffect } from '../relay/relay-effects.js';
@@ -44,8 +45,7 @@ export class RelayDriver {
   private readonly waiting: RelayEffect[] = [];
   private agentGone = false;
   /** Control messages waiting for a stream connection's dial (see message). */
-  private held: string[] = [];
-  private heldBytes = 0;
+  private readonly held: TextQueue;
   private readonly frames: FrameMetrics;
   private readonly commandFrames: FrameMetrics;
   private readonly tap: RelayRecording | undefined; // the flight recorder's, if the route records relay
@@ -70,6 +70,7 @@ export class RelayDriver {
     this.frames = FrameMetrics.for(ctx.metrics, route.name, 'inline', 'world_to_agent', ctx.now);
     this.commandFrames = FrameMetrics.for(ctx.metrics, route.name, 'inline', 'agent_to_world', ctx.now);
     this.agentOut = new Outbox(agent, t.high_water_bytes, t.max_queued_bytes, this.frames);
+    this.held = new TextQueue(t.max_queued_bytes);
   }
 
   // ---------------------------------------------------------------- agent socket events
@@ -85,9 +86,8 @@ export class RelayDriver {
     if (this.held.length > 0 || session?.dialling === true) {
       // A stream connection of the session is being dialled: the world must see it first (RelaySession).
       // What waits is bounded like any queue for a peer (transport.max_queued_bytes).
-      const max = this.ctx.config.transport.max_queued_bytes;
-      if (this.heldBytes > max) return; // closing (below)
-      if ((this.heldBytes += (data as string).length) > max) {
+      if (this.held.overflowed) return; // closing (below)
+      if (!this.held.push(data as string)) {
         this.ctx.log.warn(
           { route: this.route.name, event: 'agent_overflow' },
           'agent sent more than the edge holds while a stream connection is dialled; closing',
@@ -96,7 +96,6 @@ export class RelayDriver {
         this.agent.close(1008, 'send queue full');
         return;
       }
-      this.held.push(data as string);
       if (this.held.length === 1) session?.afterStreamDials(() => this.releaseHeld());
       return;
     }
@@ -109,11 +108,8 @@ export class RelayDriver {
       const session = this.core.currentSession;
       if (!this.agentGone && session?.dialling === true)
         return session.afterStreamDials(() => this.releaseHeld());
-      const text = this.held.shift()!;
-      this.heldBytes -= text.length;
-      this.run(this.core.fromAgent(text, this.ctx.now()));
+      this.run(this.core.fromAgent(this.held.shift()!, this.ctx.now()));
     }
-    this.heldBytes = 0;
   }
 
   drain(): void {

@@ -37,8 +37,7 @@ export class RelayConnection extends SessionEstablishment {
   fromAgent(text: string, now: number): RelayEffect[] {
     if (this.ended || this.overflowed) return [];
     if (this.lookup !== null) {
-      if ((this.backlogChars += text.length) > (this.route.maxQueuedBytes ?? Infinity)) this.queueFull();
-      else this.agentBacklog.push(text);
+      if (!this.agentBacklog.push(text)) this.queueFull();
       return this.flush();
     }
     this.handleAgent(text, now);

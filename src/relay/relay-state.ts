@@ -5,6 +5,7 @@
  */
 import { AdmissionGate } from '../policy/admission.js';
 import { WS_CLOSE_PROTOCOL_ERROR } from '../protocol/errors.js';
+import { TextQueue } from '../protocol/text-queue.js';
 import type { ManifestChannels } from './channels.js';
 import { InitializeCache } from './initialize-cache.js';
 import { PendingRequests } from './pending-requests.js';
@@ -33,9 +34,8 @@ export abstract class RelayState {
   /** A session.resume waiting for the session lookup; the agent's messages wait behind it. */
   protected lookup: ResumeRequest | null = null;
 
-  protected readonly agentBacklog: string[] = [];
-  /** Characters in `agentBacklog`, bounded like the link's queue (route.maxQueuedBytes). */
-  protected backlogChars = 0;
+  /** Bounded like the link's queue (route.maxQueuedBytes). */
+  protected readonly agentBacklog: TextQueue;
   /** The agent sent more than may wait (queueFull): it is being closed. */
   protected overflowed = false;
 
@@ -52,6 +52,7 @@ export abstract class RelayState {
 
   constructor(protected readonly route: RelayRoute) {
     this.init = new InitializeCache(route);
+    this.agentBacklog = new TextQueue(route.maxQueuedBytes);
     this.link = new UpstreamLink(this.emit, route.maxQueuedBytes, () => this.queueFull());
   }
 

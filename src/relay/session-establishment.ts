@@ -110,9 +110,7 @@ export abstract class SessionEstablishment extends RelayState {
     // Messages the agent sent while its session was being looked up, in order.
     // Until another lookup begins, or the connection ends or is being closed.
     while (this.agentBacklog.length > 0 && !this.waiting()) {
-      const text = this.agentBacklog.shift()!;
-      this.backlogChars -= text.length;
-      this.handleAgent(text, now);
+      this.handleAgent(this.agentBacklog.shift()!, now);
     }
     return this.flush();
   }

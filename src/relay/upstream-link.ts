@@ -3,16 +3,14 @@
  * queued until it is ready, and (for a connection whose initialize was answered from the cache) a
  * handshake in which only that initialize is upstream.
  */
+import { TextQueue } from '../protocol/text-queue.js';
 import type { FrameRoute, RelayEffect } from './relay-effects.js';
 
 export type UpstreamState = 'none' | 'dialing' | 'handshake' | 'ready' | 'closed';
 
 export class UpstreamLink {
   private current: UpstreamState = 'none';
-  private readonly queue: string[] = [];
-  /** Characters in `queue`, against `maxQueued`. */
-  private queued = 0;
-  private overflowed = false;
+  private readonly queue: TextQueue;
 
   /**
    * What waits for the link is bounded like any queue for a peer (a dial, or a handshake the world does
@@ -20,9 +18,11 @@ export class UpstreamLink {
    */
   constructor(
     private readonly emit: (e: RelayEffect) => void,
-    private readonly maxQueued = Infinity,
+    maxQueued = Infinity,
     private readonly overflow: () => void = () => undefined,
-  ) {}
+  ) {
+    this.queue = new TextQueue(maxQueued);
+  }
 
   get state(): UpstreamState {
     return this.current;
@@ -39,13 +39,11 @@ export class UpstreamLink {
       this.emit(frame ? { kind: 'to-upstream', text, frame } : { kind: 'to-upstream', text });
       return;
     }
-    if (this.current === 'closed' || this.overflowed) return;
-    if ((this.queued += text.length) > this.maxQueued) {
-      this.overflowed = true;
-      this.takeQueued();
+    if (this.current === 'closed' || this.queue.overflowed) return;
+    if (!this.queue.push(text)) {
+      this.queue.take(); // the agent is being closed: none of it goes upstream
       return this.overflow();
     }
-    this.queue.push(text);
     if (this.current === 'none') {
       this.current = 'dialing';
       this.emit({ kind: 'dial-upstream' });
@@ -73,7 +71,6 @@ export class UpstreamLink {
 
   /** What was waiting to be sent (the link failed or will not carry it). */
   takeQueued(): string[] {
-    this.queued = 0;
-    return this.queue.splice(0);
+    return this.queue.take();
   }
 }
