@@ -10,7 +10,12 @@ import type { RelaySession } from '../relay/relay-session.js';
 import type { StreamEndpoint } from '../session/stream-endpoint.js';
 import type { ChannelHub } from '../fanout/channel-hub.js';
 import type { ObserverShell } from '../fanout/observer-shell.js';
-import { bearerCredential, credentialMatches, urlCarriesCredential } from '../transport/auth.js';
+import {
+  bearerCredential,
+  credentialDigest,
+  digestAccepted,
+  urlCarriesCredential,
+} from '../transport/auth.js';
 import { originAllowed, parseAuthority } from '../transport/origin.js';
 import { redact } from '../telemetry/redact.js';
 import type { RouteRuntime } from './route.js';
@@ -117,11 +122,12 @@ function decideControl(
   base: string,
   state: DecisionState,
 ): UpgradeDecision {
-  const approver = credential !== undefined && credentialMatches(credential, route.config.approver_tokens);
-  if (credential === undefined) {
+  const digest = credential === undefined ? undefined : credentialDigest(credential);
+  const approver = digest !== undefined && digestAccepted(digest, route.config.approver_tokens);
+  if (digest === undefined) {
     if (!route.config.allow_anonymous)
       return refuse(401, 'missing_credential', 'missing bearer credential', route);
-  } else if (!approver && !credentialMatches(credential, route.config.agent_tokens)) {
+  } else if (!approver && !digestAccepted(digest, route.config.agent_tokens)) {
     return refuse(401, 'invalid_credential', 'invalid bearer credential', route);
   }
   const budget = state.budgets.for(credential);

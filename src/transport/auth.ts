@@ -38,13 +38,19 @@ export function urlCarriesCredential(query: string): boolean {
  */
 const digests = new WeakMap<readonly string[], Set<string>>();
 
-function digest(credential: string): string {
+/** A credential's digest, for checking one credential against several lists (digestAccepted). */
+export function credentialDigest(credential: string): string {
   return createHash('sha256').update(credential).digest('base64');
+}
+
+/** Whether the credential of `presentedDigest` (credentialDigest) is one of `accepted`. */
+export function digestAccepted(presentedDigest: string, accepted: readonly string[]): boolean {
+  let set = digests.get(accepted);
+  if (set === undefined) digests.set(accepted, (set = new Set(accepted.map(credentialDigest))));
+  return set.has(presentedDigest);
 }
 
 /** Whether `presented` is one of `accepted`. */
 export function credentialMatches(presented: string, accepted: readonly string[]): boolean {
-  let set = digests.get(accepted);
-  if (set === undefined) digests.set(accepted, (set = new Set(accepted.map(digest))));
-  return set.has(digest(presented));
+  return digestAccepted(credentialDigest(presented), accepted);
 }
