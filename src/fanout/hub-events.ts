@@ -11,9 +11,12 @@
 import type { Sequenced } from '../protocol/jsonrpc.js';
 import { guarded } from '../transport/contain.js';
 import type { SliceLoop, SlicedWork } from '../transport/slice-loop.js';
-import type { SlicedPassContext } from '../transport/sliced-pass.js';
+import { sliceThrough, type SlicedPassContext } from '../transport/sliced-pass.js';
 
 export const MAX_EVENT_BACKLOG = 64;
+
+/** Where an observer's fault is reported from: like a fault on the world's message (hub-fanout.ts). */
+const WHERE = 'upstream_message';
 
 export interface EventListener {
   worldEvent(event: Sequenced): void;
@@ -59,11 +62,10 @@ export class HubEvents<T extends EventListener> implements SlicedWork {
 
   slice(loop: SliceLoop): boolean {
     for (let pass = this.passes[0]; pass !== undefined; pass = this.passes[0]) {
-      while (pass.next < pass.observers.length) {
-        this.deliver(pass);
-        if (loop.spent()) break;
-      }
-      if (pass.next < pass.observers.length) return true;
+      const { event, observers } = pass;
+      // One observer's fault is its own: the others still hear the event.
+      pass.next = sliceThrough(loop, observers, pass.next, WHERE, this.ctx.fault, (o) => o.worldEvent(event));
+      if (pass.next < observers.length) return true;
       this.passes.shift();
       if (loop.spent()) break;
     }
@@ -71,14 +73,7 @@ export class HubEvents<T extends EventListener> implements SlicedWork {
   }
 
   private finishOldest(): void {
-    const pass = this.passes.shift()!;
-    while (pass.next < pass.observers.length) this.deliver(pass);
-  }
-
-  private deliver(pass: Pass<T>): void {
-    const o = pass.observers[pass.next++]!;
-    // One observer's fault is its own: the others still hear the event. Reported like a fault on the
-    // world's message, as a fan-out slice is (hub-fanout.ts).
-    guarded('upstream_message', this.ctx.fault, () => o.worldEvent(pass.event));
+    const { event, observers, next } = this.passes.shift()!;
+    for (const o of observers.slice(next)) guarded(WHERE, this.ctx.fault, () => o.worldEvent(event));
   }
 }

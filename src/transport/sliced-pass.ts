@@ -15,6 +15,26 @@ export interface SlicedPassContext {
   readonly slices: SliceLoop;
 }
 
+/**
+ * Runs `each` on `items` from index `next` until the turn's budget is spent; returns the index to go on
+ * from. Each item's fault is its own (reported from `where`): the others still run.
+ */
+export function sliceThrough<T>(
+  loop: SliceLoop,
+  items: readonly T[],
+  next: number,
+  where: string,
+  fault: FaultReporter,
+  each: (item: T) => void,
+): number {
+  while (next < items.length) {
+    const item = items[next++]!;
+    guarded(where, fault, () => each(item));
+    if (loop.spent()) break;
+  }
+  return next;
+}
+
 export class SlicedPass<T> implements SlicedWork {
   private items: T[] = [];
   private next = 0;
@@ -46,11 +66,10 @@ export class SlicedPass<T> implements SlicedWork {
   }
 
   slice(loop: SliceLoop): boolean {
-    while (this.next < this.items.length) {
-      const item = this.items[this.next++]!;
-      guarded(this.where, this.ctx.fault, () => this.each(item, this.ctx.now()));
-      if (loop.spent()) break;
-    }
+    const ctx = this.ctx;
+    this.next = sliceThrough(loop, this.items, this.next, this.where, ctx.fault, (item) =>
+      this.each(item, ctx.now()),
+    );
     if (this.running) return true;
     this.items = [];
     this.next = 0;
