@@ -12,7 +12,7 @@ import { dirname, resolve } from 'node:path';
 import { ConfigError } from '../config/problems.js';
 import type { CredentialFilesConfig, EdgeConfig } from '../config/schema.js';
 import type { CredentialBudgets } from '../policy/budgets.js';
-import { credentialMatches } from '../transport/auth.js';
+import { credentialDigest, credentialMatches } from '../transport/auth.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { EdgeMetrics } from '../telemetry/metrics.js';
 import type { RouteRuntime } from './route.js';
@@ -148,7 +148,7 @@ export class CredentialReload {
     const retired = [...new Set(before.flat())].filter((c) => !now.has(c));
     // Connections still open on a credential this or an earlier reload retired.
     const retiredConnections = this.host.known.retiredList.reduce(
-      (n, c) => n + this.host.budgets.connectionsOf(c),
+      (n, c) => n + this.host.budgets.connectionsOf(credentialDigest(c)),
       0,
     );
     this.applied = { ...this.applied, secret_files: next.secret_files };

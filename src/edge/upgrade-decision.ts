@@ -130,7 +130,7 @@ function decideControl(
   } else if (!approver && !digestAccepted(digest, route.config.agent_tokens)) {
     return refuse(401, 'invalid_credential', 'invalid bearer credential', route);
   }
-  const budget = state.budgets.for(credential);
+  const budget = state.budgets.for(digest);
   if (!budget.openConnection()) {
     return refuse(
       429,

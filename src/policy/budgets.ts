@@ -4,8 +4,6 @@
  * upgrade, a retryable JSON-RPC error, or the close code that fits: 1008, 1009), counted, and logged once
  * per episode. Credentials are only ever held hashed here.
  */
-import { createHash } from 'node:crypto';
-
 export interface BudgetConfig {
   readonly max_connections: number;
   readonly max_sessions: number;
@@ -107,7 +105,10 @@ export class AgentBudget {
   }
 }
 
-/** Budgets by credential (hashed); agents without a credential share one. */
+/**
+ * Budgets by credential, keyed by its SHA-256 digest in hex (the edge digests a presented credential once,
+ * transport/auth.ts); agents without a credential share one.
+ */
 export class CredentialBudgets {
   private readonly byCredential = new Map<string, AgentBudget>();
 
@@ -117,25 +118,22 @@ export class CredentialBudgets {
     private readonly violated: (kind: BudgetKind, budget: AgentBudget, firstInEpisode: boolean) => void,
   ) {}
 
-  /** Connections open now on a credential (0 for one never seen); creates no budget. */
-  connectionsOf(credential: string): number {
-    return this.byCredential.get(keyOf(credential))?.connections ?? 0;
+  /** Connections open now on the credential of `digest` (0 for one never seen); creates no budget. */
+  connectionsOf(digest: string): number {
+    return this.byCredential.get(digest)?.connections ?? 0;
   }
 
-  for(credential: string | undefined): AgentBudget {
-    const key = credential === undefined ? 'anonymous' : keyOf(credential);
+  /** The budget of the credential of `digest`, or the anonymous one. */
+  for(digest: string | undefined): AgentBudget {
+    const key = digest ?? 'anonymous';
     let b = this.byCredential.get(key);
     if (b === undefined) {
-      const id = credential === undefined ? 'anonymous' : `[redacted:sha256:${key.slice(0, 8)}]`;
+      const id = digest === undefined ? 'anonymous' : `[redacted:sha256:${digest.slice(0, 8)}]`;
       b = new AgentBudget(id, this.config, this.now, this.violated);
       this.byCredential.set(key, b);
     }
     return b;
   }
-}
-
-function keyOf(credential: string): string {
-  return createHash('sha256').update(credential).digest('hex');
 }
 
 /** The close code for a budget a connection exceeded mid-stream. */

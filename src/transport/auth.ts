@@ -38,9 +38,12 @@ export function urlCarriesCredential(query: string): boolean {
  */
 const digests = new WeakMap<readonly string[], Set<string>>();
 
-/** A credential's digest, for checking one credential against several lists (digestAccepted). */
+/**
+ * A credential's SHA-256 digest in hex: what it is checked against lists by (digestAccepted) and keyed
+ * by (budgets), computed once per presented credential.
+ */
 export function credentialDigest(credential: string): string {
-  return createHash('sha256').update(credential).digest('base64');
+  return createHash('sha256').update(credential).digest('hex');
 }
 
 /** Whether the credential of `presentedDigest` (credentialDigest) is one of `accepted`. */
