@@ -89,6 +89,7 @@ export class RouteRuntime {
         }
         return undefined;
       },
+      admitStream: () => budget === undefined || budget.message(0) === null,
     };
   }
 

@@ -166,6 +166,15 @@ function decideStream(
   const endpoint = session.upstreamEndpoints[index];
   if (endpoint?.binding !== 'ws' || typeof endpoint.url !== 'string')
     return refuse(404, 'no_route', 'no such stream endpoint', route);
+  if (session.attachment?.admitStream() === false) {
+    // Each stream connection dials the world: one replaced in a loop is charged like messages.
+    return refuse(
+      429,
+      'budget_messages_per_second',
+      "the session's credential has spent its message budget",
+      route,
+    );
+  }
   return {
     accept: true,
     target: { kind: 'relay-stream', route, session, endpoint: { ...endpoint, url: endpoint.url } },

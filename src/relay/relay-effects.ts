@@ -29,6 +29,11 @@ export interface RelayRoute {
    */
   admitSession(): RpcErrorObject | undefined;
   /**
+   * Whether a stream connection of this connection's session may open now: each is charged as one message
+   * to the credential's budget, since each makes the edge dial the world (default: always).
+   */
+  admitStream?(): boolean;
+  /**
    * This connection authenticated as an approver (deployment-configured, AWP-APR-005): it receives
    * `safety.approval_requested` and may answer `safety.approval.respond`; agents may do neither.
    */

@@ -14,6 +14,12 @@ export interface ChannelInfo {
   readonly rate_hz: number | null;
 }
 
+/** The control connection serving a session, as what else the session opens sees it. */
+export interface SessionAttachment {
+  /** Charges one stream connection of the session to its credential's budget: false if spent. */
+  admitStream(): boolean;
+}
+
 /**
  * A relay session as one replica holds it in memory: the stored record, its replay journal, and
  * the connection currently serving it (none while the agent is away).
@@ -22,8 +28,8 @@ export class RelaySession {
   readonly journal: ReplayJournal;
   /** The world's endpoints from its latest session.ready (re-issued on every resume, AWP-TRN-008). */
   upstreamEndpoints: StreamEndpoint[] = [];
-  /** Identifies the connection currently serving the session; null while suspended. */
-  attachment: object | null = null;
+  /** The connection currently serving the session; null while suspended. */
+  attachment: SessionAttachment | null = null;
   closed = false;
   /** The edge's estimate of the upstream session clock, from the agent's own pings. */
   readonly clock = new ClockEstimate();

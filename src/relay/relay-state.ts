@@ -10,13 +10,13 @@ import type { ManifestChannels } from './channels.js';
 import { InitializeCache } from './initialize-cache.js';
 import { PendingRequests } from './pending-requests.js';
 import type { FrameRoute, RelayEffect, RelayRoute } from './relay-effects.js';
-import type { RelaySession } from './relay-session.js';
+import type { RelaySession, SessionAttachment } from './relay-session.js';
 import type { ResumeRequest } from './resume.js';
 import { StatusSequencer } from './sequencing.js';
 import { UpstreamLink } from './upstream-link.js';
 import type { JsonRpcId } from '../protocol/jsonrpc.js';
 
-export abstract class RelayState {
+export abstract class RelayState implements SessionAttachment {
   protected out: RelayEffect[] = [];
 
   protected readonly emit = (effect: RelayEffect): void => void this.out.push(effect);
@@ -65,6 +65,10 @@ export abstract class RelayState {
     this.overflowed = true;
     this.emit({ kind: 'rejected', reason: 'send_queue_full' });
     this.emit({ kind: 'close-agent', code: 1008, reason: 'send queue full' });
+  }
+
+  admitStream(): boolean {
+    return this.route.admitStream?.() ?? true;
   }
 
   get currentSession(): RelaySession | null {

@@ -2,11 +2,12 @@
  * An agent's stream connections (AWP-TRN-013): one session token opening stream connection after stream
  * connection does not make the edge hold, and dial the world for, all of them. Each newer one replaces
  * the older (the agent may reconnect its stream at any time, AWP-TRN-010), and the newest carries frames.
+ * Each one is charged to the credential's message budget, since each makes the edge dial the world.
  */
 import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { FLAG_KEYFRAME } from '../../src/protocol/frame.js';
-import { AwpClient } from '../support/awp-client.js';
+import { AwpClient, HttpRefusal } from '../support/awp-client.js';
 import { pingOk, rigPerTest, sessionOn, until } from './support.js';
 
 const { cleanups, start } = rigPerTest();
@@ -53,6 +54,33 @@ describe("a session's stream connections", () => {
     const newest = streams.at(-1)!;
     await until(() => newest.binary.length > 0, 5000, 'the frame on the newest stream connection');
     expect(newest.binary[0]!.equals(frame)).toBe(true);
+    await pingOk(agent);
+  }, 30_000);
+
+  it("charges each stream connection to the credential's message budget: past it, HTTP 429 until it refills", async () => {
+    const r = await start({ budgets: { max_messages_per_second: 10 } });
+    const { agent, ready } = await sessionOn(r.edge, '/w');
+    cleanups.push(() => agent.close());
+    const url = (ready.stream_endpoints as { binding: string; url: string }[]).find(
+      (e) => e.binding === 'ws',
+    )!.url;
+    const credential = ready.session_token as string;
+    // 40 at once, 10 a second (some spent by the session's own messages): most are refused.
+    const tries = await Promise.allSettled(
+      Array.from({ length: 2 * CONNECTIONS }, () => AwpClient.connect(url, { credential })),
+    );
+    for (const t of tries) if (t.status === 'fulfilled') cleanups.push(() => t.value.close());
+    const refusals = tries.flatMap((t) => (t.status === 'rejected' ? [t.reason as unknown] : []));
+    expect(refusals.length).toBeGreaterThanOrEqual(CONNECTIONS);
+    for (const refusal of refusals) {
+      expect(refusal).toBeInstanceOf(HttpRefusal);
+      expect((refusal as HttpRefusal).status).toBe(429);
+      expect((refusal as HttpRefusal).body).toContain('message budget');
+    }
+    // The bucket refills (one second's worth at most): a stream connection opens again, and control works.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const again = await AwpClient.connect(url, { credential });
+    cleanups.push(() => again.close());
     await pingOk(agent);
   }, 30_000);
 });
