@@ -6,7 +6,7 @@
  * when a replica is taken out; a replica that dies loses at most the writes of its last moments).
  * A fenced write means another replica resumed the session: this one lets go of it.
  */
-import type { ReplayJournal } from '../session/journal.js';
+import { entryText, type ReplayJournal } from '../session/journal.js';
 import {
   FencedError,
   LEASE_RENEW_MS,
@@ -75,7 +75,8 @@ export class ObserverPersistence {
     this.enqueue('append', async () => {
       this.journalQueued = false;
       for (let entries = journal.notDurable(); entries.length > 0; entries = journal.notDurable()) {
-        await this.store.append(this.token, this.fence, entries);
+        const written = entries.map((e) => (e.share ? { status_seq: e.status_seq, text: entryText(e) } : e));
+        await this.store.append(this.token, this.fence, written);
         journal.markDurable(entries.at(-1)!.status_seq);
       }
     });

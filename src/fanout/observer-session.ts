@@ -313,7 +313,7 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
   /** A world.event of the shared upstream session, re-sequenced into this session (AWP-EVT-001). */
   worldEvent(event: Sequenced): readonly ObserverEffect<C>[] {
     if (this.state === 'closed' || this.state === 'opening') return EMPTY;
-    this.stamp(event);
+    this.stamp(event, true);
     return this.flush();
   }
 
@@ -425,11 +425,13 @@ export class ObserverSession<C extends ObserverLink = ObserverLink> {
     this.stamp(sequencedNotification(method, params));
   }
 
-  private stamp(notification: Sequenced): void {
+  /** `shared`: the hub's text for all its observers, journaled as such (JournalEntry.share). */
+  private stamp(notification: Sequenced, shared = false): void {
     const status_seq = ++this.seq;
     const text = notification(status_seq);
-    this.journal.append(status_seq, text); // durable once a shared store holds it (observer-persistence.ts)
-    this.send(text);
+    // Durable once a shared store holds it (observer-persistence.ts).
+    this.journal.append(status_seq, text, shared ? notification : undefined);
+    this.send(shared ? notification(status_seq) : text); // a copy of its own to write out
   }
 
   private send(text: string): void {

@@ -10,11 +10,24 @@
  * lockstep), so the edge never synthesises them: its acknowledgement upstream stops below the first
  * unacknowledged partial entry, and the world replays that entry and everything after it.
  */
+import type { Sequenced } from '../protocol/jsonrpc.js';
 
 export interface JournalEntry {
   readonly status_seq: number;
   /** The notification text, or null for a partial (result-reported) entry. */
   readonly text: string | null;
+  /**
+   * For a text many sessions share (a hub's world event, protocol/jsonrpc.ts): what makes it. V8 builds
+   * `text` as a rope over the shared head, but writing a rope out (a socket, the store) copies it into
+   * that rope for good: a 1.9 MB event held once per observer. What goes out is made afresh (entryText),
+   * so the journal's rope stays the shared head and a number.
+   */
+  readonly share?: Sequenced;
+}
+
+/** An entry's text to write out (a socket, the store), made afresh for a shared one (JournalEntry.share). */
+export function entryText(e: JournalEntry): string | null {
+  return e.share !== undefined ? e.share(e.status_seq) : e.text;
 }
 
 /**
@@ -86,14 +99,14 @@ export class ReplayJournal {
    * Records `status_seq`; returns the entries to persist (a gap is filled with partial placeholders,
    * so it is replayed by the world rather than skipped), or null when the seq is a redelivery.
    */
-  append(status_seq: number, text: string | null): JournalEntry[] | null {
+  append(status_seq: number, text: string | null, share?: Sequenced): JournalEntry[] | null {
     if (status_seq <= this.hwm) return null;
     if (this.tooFarAhead(status_seq))
       throw new RangeError(`status_seq ${status_seq} is too far past ${this.hwm} (${this.skipped} skipped)`);
     this.skipped += status_seq - this.hwm - 1;
     const added: JournalEntry[] = [];
     for (let s = this.hwm + 1; s < status_seq; s++) added.push({ status_seq: s, text: null });
-    added.push({ status_seq, text });
+    added.push(share !== undefined ? { status_seq, text, share } : { status_seq, text });
     for (const e of added) this.entries.push(e);
     this.hwm = status_seq;
     return added;
@@ -140,7 +153,8 @@ export class ReplayJournal {
     for (const e of this.entries) {
       if (e.status_seq <= after) continue;
       if (e.status_seq > upTo) break;
-      if (e.text !== null) out.push(e.text);
+      const text = entryText(e);
+      if (text !== null) out.push(text);
     }
     return out;
   }

@@ -14,7 +14,7 @@ import { hubsOf } from '../fanout/rig.js';
 import { ObserverClient } from '../fanout/observer-client.js';
 import { AGENT_TOKEN } from '../support/edge.js';
 import type { Json } from '../support/awp-client.js';
-import { pingOk, rigPerTest, sleep, until, type HostileRig } from './support.js';
+import { gc, pingOk, rigPerTest, sleep, until, type HostileRig } from './support.js';
 
 const { cleanups, start } = rigPerTest();
 
@@ -226,6 +226,34 @@ describe('hostile world: frames on channels it did not grant', () => {
       for (let i = 1; i < seqs.length; i++) expect(seqs[i]).toBeGreaterThan(seqs[i - 1]!);
       expect(seqs.at(-1)).toBeLessThan(before[k]! + 20);
     });
+  }, 30_000);
+
+  it("a big world event is held once for all of a hub's observers, not once per observer's journal", async () => {
+    const r = await start({}, {}, { observers: 'fanout' });
+    const n = 16;
+    const observers = await Promise.all(Array.from({ length: n }, () => observer(r)));
+    const bytes = 4 * 1024 * 1024;
+    const forget = () => observers.forEach((o) => o.received.splice(0)); // the test's own copies
+    await pingOk(r.bystander);
+    forget();
+    gc();
+    const quiet = process.memoryUsage().heapUsed;
+    r.world.send({
+      jsonrpc: '2.0',
+      method: 'world.event',
+      params: { event: 'big', ts_mono_ns: 1, status_seq: r.world.seq(), detail: 'x'.repeat(bytes) },
+    });
+    await until(
+      () => observers.every((o) => o.notifications('world.event').some((e) => e.event === 'big')),
+      15_000,
+      'every observer to hear the event',
+    );
+    forget();
+    await pingOk(r.bystander); // the sockets' writes are done with
+    gc();
+    // The observers never acknowledge: each journal keeps the event. Held per observer, that is 64 MB.
+    const grown = process.memoryUsage().heapUsed - quiet;
+    expect(grown).toBeLessThan((n * bytes) / 4);
   }, 30_000);
 
   it("a world that sends pings and does not read the hub's answers loses that connection past transport.max_queued_bytes; the hub resumes its session on a new one", async () => {

@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { sequencedNotification } from '../../src/protocol/jsonrpc.js';
 import {
+  entryText,
   type JournalEntry,
   MAX_SKIPPED_STATUS_SEQ,
   MAX_STATUS_SEQ_GAP,
@@ -213,5 +215,21 @@ describe('ReplayJournal', () => {
     expect(j.safeAcknowledgement()).toBe(10_001); // stops below the partial entry
     expect(j.safeAcknowledgement()).toBe(10_001);
     expect(reads.n).toBeLessThanOrEqual(5);
+  });
+
+  it('a shared entry (a hub event) is written out and replayed as its own text, made afresh each time', () => {
+    const event = sequencedNotification('world.event', { event: 'e', detail: 'x'.repeat(64) });
+    const j = new ReplayJournal();
+    j.append(1, event(1), event);
+    j.append(2, 'plain');
+    const [shared, plain] = j.held();
+    expect(shared!.share).toBe(event);
+    expect(entryText(shared!)).toBe(event(1));
+    expect(JSON.parse(entryText(shared!)!)).toMatchObject({
+      method: 'world.event',
+      params: { status_seq: 1 },
+    });
+    expect(entryText(plain!)).toBe('plain');
+    expect(j.replay(0, 2)).toEqual([event(1), 'plain']);
   });
 });
