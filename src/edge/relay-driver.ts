@@ -233,17 +233,24 @@ export class RelayDriver {
             return obs.session;
           });
         }
-        ctx.registry.claim(e.token).then(
+        ctx.registry.claim(e.token, this.route.name).then(
           (found) => {
-            // An observer session another replica served: this replica's hub serves it from now on.
-            const observer = found !== null && 'stored' in found ? found : null;
-            if (observer !== null && observer.stored.record.route === this.route.name) {
-              const hub = ctx.hubFor(this.route, observer.stored.record.mode);
-              return this.toObserver((conn) => hub.restore(conn, e.id, e.last_status_seq, observer));
+            if (found === 'other-route') {
+              ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
+              return this.run(this.core.sessionOfAnotherRoute());
             }
-            const relay = observer !== null ? null : (found as RelaySession | null);
-            if (relay === null) ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
-            this.run(this.core.sessionLookedUp(relay, ctx.now()));
+            // An observer session another replica served: this replica's hub serves it from now on.
+            if (found !== null && 'stored' in found) {
+              if (this.agentGone) return; // not restored (nor counted) on a closed connection
+              const hub = ctx.hubFor(this.route, found.stored.record.mode);
+              return this.toObserver((conn) => hub.restore(conn, e.id, e.last_status_seq, found));
+            }
+            if (found === null) ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
+            this.run(this.core.sessionLookedUp(found, ctx.now()));
+            // Claimed but not taken (the agent left during the lookup, or is being closed): the session
+            // is suspended here, its reconnect window running, rather than held for good.
+            if (found !== null && found.attachment === null && !found.closed)
+              ctx.registry.detached(found, Date.now());
           },
           (err: unknown) => {
             if (err instanceof CorruptRecordError) {

@@ -43,6 +43,10 @@ export abstract class SessionEstablishment extends RelayState {
     if (this.refusedSession(id)) return;
     const req = resumeRequest(id, params, now);
     if (!('token' in req)) return this.toAgent(errorText(id, req));
+    // A token this edge's store could not have minted is unknown without asking the store: it may be
+    // megabytes long, or break the store's key (a Redis cluster hash tag).
+    if (!this.route.ownsToken(req.token))
+      return this.toAgent(errorText(id, noSuchSession(req.token, this.route)));
     this.opening = true;
     this.lookup = req;
     this.emit({ kind: 'lookup-session', token: req.token, id, last_status_seq: req.agentLast });
@@ -67,6 +71,11 @@ export abstract class SessionEstablishment extends RelayState {
   /** The store could not answer a lookup: the agent may retry; the session is not known to be gone. */
   sessionLookupFailed(detail: string): RelayEffect[] {
     return this.lookupRefused(edgeError('STORE_UNAVAILABLE', detail));
+  }
+
+  /** The token names a session of another route: unknown here (the agent may not be allowed there). */
+  sessionOfAnotherRoute(): RelayEffect[] {
+    return this.lookupRefused(awpError('AWP_SESSION_UNKNOWN', 'this token names no session of this route'));
   }
 
   /** The store answered with a record the edge cannot read: the session cannot be resumed, anywhere. */

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 
 const EPOCH_BYTES = 6;
 const SECRET_BYTES = 32;
+/** A minted token's length: unpadded base64url of the epoch and the secret. */
+const TOKEN_CHARS = Math.ceil(((EPOCH_BYTES + SECRET_BYTES) * 4) / 3);
 
 /**
  * Mints agent-facing session tokens: 256 unguessable bits, unpadded base64url (AWP-SEC-003/005),
@@ -27,6 +29,7 @@ export class TokenMint {
   }
 
   owns(token: string): boolean {
+    if (token.length !== TOKEN_CHARS) return false; // before decoding what may be megabytes
     const raw = Buffer.from(token, 'base64url');
     return raw.length === EPOCH_BYTES + SECRET_BYTES && raw.subarray(0, EPOCH_BYTES).equals(this.epoch);
   }

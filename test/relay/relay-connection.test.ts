@@ -256,8 +256,22 @@ describe('RelayConnection', () => {
   it('AWP-SES-008 answers AWP_SESSION_UNKNOWN for a token of another epoch and AWP_SESSION_EXPIRED for its own', () => {
     const r = route();
     const c = new RelayConnection(r);
-    c.fromAgent(req(1, 'session.resume', { session_token: new TokenMint().mint(), last_status_seq: 0 }), 0);
-    expect(sent(c.sessionLookedUp(null, 1), 'to-agent')[0]).toMatchObject({ id: 1, error: { code: 2005 } });
+    // Another epoch's token is unknown at once: the store is not asked (no lookup-session).
+    const fx = c.fromAgent(
+      req(1, 'session.resume', { session_token: new TokenMint().mint(), last_status_seq: 0 }),
+      0,
+    );
+    expect(fx.some((e) => e.kind === 'lookup-session')).toBe(false);
+    expect(sent(fx, 'to-agent')[0]).toMatchObject({ id: 1, error: { code: 2005 } });
+    for (const token of ['x'.repeat(1 << 20), `${r.mintToken()}}`, `{${r.mintToken().slice(1)}`]) {
+      const other = new RelayConnection(r);
+      const refused = other.fromAgent(
+        req(2, 'session.resume', { session_token: token, last_status_seq: 0 }),
+        0,
+      );
+      expect(refused.some((e) => e.kind === 'lookup-session')).toBe(false);
+      expect(sent(refused, 'to-agent')[0]).toMatchObject({ id: 2, error: { code: 2005 } });
+    }
     const c2 = new RelayConnection(r);
     c2.fromAgent(req(1, 'session.resume', { session_token: r.mintToken(), last_status_seq: 0 }), 0);
     expect(sent(c2.sessionLookedUp(null, 1), 'to-agent')[0]).toMatchObject({

@@ -68,15 +68,18 @@ export class SessionRegistry {
   }
 
   /**
-   * The session a resume names, taken over for this replica: its fence is raised in the store so a
-   * replica that still serves it stops writing (AWP-SES-010 across replicas).
+   * The session a resume on `route` names, taken over for this replica: its fence is raised in the store
+   * so a replica that still serves it stops writing (AWP-SES-010 across replicas).
    */
-  async claim(token: string): Promise<RelaySession | ObserverClaim | null> {
+  async claim(token: string, route: string): Promise<RelaySession | ObserverClaim | 'other-route' | null> {
     // A session attached here is current in memory; a suspended one may since have been served by
     // another replica, so the store's copy is the one to resume from.
     const live = this.live.get(token);
     const stored = live?.attachment != null ? null : await this.store.get(token);
     if (live?.attachment == null && stored === null) return null;
+    // A session of another route is unknown here, and is not claimed: its world's own token must not
+    // reach this route's world, nor its replica be fenced out (the token, or the store, may be hostile).
+    if ((stored?.record ?? live!.record).route !== route) return 'other-route';
     const fence = await this.store.claim(token);
     if (fence === null) return null;
     if (stored?.record.observer !== undefined) return { kind: 'observer', stored, fence };
