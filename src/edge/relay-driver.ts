@@ -43,6 +43,8 @@ export class RelayDriver {
   /** Effects waiting for a store write that must be durable before the agent hears of it. */
   private barrier: Promise<void> | null = null;
   private readonly waiting: RelayEffect[] = [];
+  /** Characters of the agent's messages in `waiting`: bounded like its send queue (max_queued_bytes). */
+  private waitingChars = 0;
   private agentGone = false;
   /** Control messages waiting for a stream connection's dial (see message). */
   private readonly held: TextQueue;
@@ -146,12 +148,9 @@ export class RelayDriver {
 
   private run(effects: readonly RelayEffect[]): void {
     for (const e of effects) {
-      if (this.barrier !== null && e.kind === 'to-agent') {
-        this.waiting.push(e);
-        continue;
-      }
-      if (this.barrier !== null && this.waiting.length > 0) {
-        this.waiting.push(e); // keep order behind what waits
+      // Behind a store write, the agent's messages wait, and everything after them, in order.
+      if (this.barrier !== null && (e.kind === 'to-agent' || this.waiting.length > 0)) {
+        this.wait(e);
         continue;
       }
       this.apply(e);
@@ -188,11 +187,8 @@ export class RelayDriver {
         }
         // A replay from the journal waits for the agent however long it is (the journal holds it anyway).
         const lw = f?.latest_wins ? f.channel_id : undefined;
-        if (this.agentOut.push(e.text, false, lw, note, e.journaled === true) === 'overflow') {
-          ctx.log.warn({ route: this.route.name, event: 'agent_overflow' }, 'agent stopped reading; closing');
-          ctx.metrics.rejections.labels(this.route.name, 'send_queue_full').inc();
-          this.agent.close(1008, 'send queue full');
-        }
+        if (this.agentOut.push(e.text, false, lw, note, e.journaled === true) === 'overflow')
+          this.agentOverflow();
         return;
       }
       case 'to-upstream': {
@@ -360,16 +356,37 @@ export class RelayDriver {
     storeFailures.suppressed = 0;
   }
 
+  /**
+   * Keeps `e` until the store write is done. A world that sends fast meanwhile (the write may take the
+   * store's command timeout) fills the agent's send queue as if it were not reading: past
+   * max_queued_bytes the agent is closed and nothing more for it is kept.
+   */
+  private wait(e: RelayEffect): void {
+    if (e.kind === 'to-agent') {
+      const max = this.ctx.config.transport.max_queued_bytes;
+      if (this.waitingChars > max) return; // closing (below)
+      if ((this.waitingChars += e.text.length) > max) return this.agentOverflow();
+    }
+    this.waiting.push(e);
+  }
+
+  private agentOverflow(): void {
+    this.ctx.log.warn({ route: this.route.name, event: 'agent_overflow' }, 'agent stopped reading; closing');
+    this.ctx.metrics.rejections.labels(this.route.name, 'send_queue_full').inc();
+    this.agent.close(1008, 'send queue full');
+  }
+
   /** Holds later agent output until `write` is durable (an agent must never hold a token the store lacks). */
   private hold(write: Promise<void>, session: RelaySession): void {
     this.barrier = write.then(
       () => {
         this.barrier = null;
-        const queued = this.waiting.splice(0);
-        this.run(queued);
+        this.waitingChars = 0;
+        this.run(this.waiting.splice(0));
       },
       (err: unknown) => {
         this.barrier = null;
+        this.waitingChars = 0;
         this.waiting.length = 0;
         this.ctx.log.error(
           { route: this.route.name, err: String(err) },

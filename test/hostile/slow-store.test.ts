@@ -1,14 +1,15 @@
 /**
  * A slow session store under a world sending statuses fast: the edge writes each session's journal one
  * write at a time, each carrying what arrived meanwhile, instead of one write per status each carrying
- * the whole tail not yet durable (quadratic bytes queued at the store while it is slow).
+ * the whole tail not yet durable (quadratic bytes queued at the store while it is slow). What the world
+ * sends while a new session is written waits for the agent, bounded like its send queue.
  */
 import { describe, expect, it } from 'vitest';
 import { MAX_WRITE_ENTRIES, type JournalEntry } from '../../src/session/journal.js';
 import { MemorySessionStore } from '../../src/store/memory-store.js';
 import { StoreUnavailableError } from '../../src/store/redis-store.js';
 import type { Json } from '../support/awp-client.js';
-import { pingOk, rigPerTest, sessionOn, sleep, until } from './support.js';
+import { agentOn, pingOk, rigPerTest, sessionOn, sleep, until } from './support.js';
 
 const { start } = rigPerTest();
 
@@ -89,4 +90,38 @@ describe('slow session store', () => {
     await pingOk(agent);
     agent.close();
   }, 40_000);
+
+  it("a world sending while the session's creation is written to the store fills the agent's send queue: past transport.max_queued_bytes the agent is closed (1008), others go on", async () => {
+    let release = (): void => undefined;
+    let stall = false; // not the bystander's session
+    let creating = false;
+    class StalledCreate extends MemorySessionStore {
+      override async create(record: Parameters<MemorySessionStore['create']>[0]): Promise<number> {
+        if (!stall) return super.create(record);
+        creating = true;
+        await new Promise<void>((resolve) => (release = resolve));
+        return super.create(record);
+      }
+    }
+    const r = await start({ transport: { max_queued_bytes: 1 << 20 } }, { store: new StalledCreate() });
+    const agent = await agentOn(r.edge, '/w');
+    stall = true;
+    agent.send({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'session.open',
+      params: { embodiment: 'e1', mode: 'streaming' },
+    });
+    await until(() => creating, 5000, 'the session to be written to the store');
+    const detail = 'x'.repeat(64 * 1024);
+    for (let i = 0; i < 40; i++) {
+      const params = { event: `e-${i}`, ts_mono_ns: 1, status_seq: r.world.seq(), detail };
+      r.world.send({ jsonrpc: '2.0', method: 'world.event', params });
+    }
+    // Closed while the write still waits (2.5 MB sent, 1 MiB kept), and the edge serves others.
+    expect(await agent.waitClosed(10_000)).toEqual({ code: 1008, reason: 'send queue full' });
+    await pingOk(r.bystander);
+    release();
+    await pingOk(r.bystander);
+  }, 30_000);
 });
