@@ -11,13 +11,14 @@ import type { RelaySession } from '../relay/relay-session.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
 import { redact } from '../telemetry/redact.js';
 import { dialUpstream, DialError, type UpstreamConnection } from '../transport/upstream.js';
-import { CorruptRecordError, FencedError } from '../session/session-store.js';
+import { CorruptRecordError } from '../session/session-store.js';
 import type { AgentBudget } from '../policy/budgets.js';
 import type { ServerConnection } from '../transport/engine.js';
 import type { EdgeContext } from './context.js';
 import { PacedWriter } from '../relay/io/paced-writer.js';
 import { recordRelayEffect, type TelemetryEffect } from './relay-telemetry.js';
 import { relayRecording, type RelayRecording } from './relay-recording.js';
+import { persistJournal, StoreBarrier, storeWriteFailed } from './relay-store-writes.js';
 import type { ObserverConnection, ObserverShell } from '../fanout/observer-shell.js';
 import type { RouteRuntime } from './route.js';
 
@@ -29,22 +30,13 @@ export interface RelayOwner {
   holdsSession(on: boolean): void;
 }
 
-/** Store write failures are logged at most this often (all connections of the process together). */
-const STORE_FAILURE_LOG_INTERVAL_MS = 5_000;
-const storeFailures = { loggedAt: -Infinity, suppressed: 0 };
-/** Sessions with a journal write in flight (any connection of the process: a session can move). */
-const journalWrites = new WeakSet<RelaySession>();
-
 export class RelayDriver {
   private readonly core: RelayConnection;
   private readonly agentOut: Outbox;
   private upstream: UpstreamConnection | null = null;
   private upstreamOut: Outbox | null = null;
   /** Effects waiting for a store write that must be durable before the agent hears of it. */
-  private barrier: Promise<void> | null = null;
-  private readonly waiting: RelayEffect[] = [];
-  /** Characters of the agent's messages in `waiting`: bounded like its send queue (max_queued_bytes). */
-  private waitingChars = 0;
+  private readonly barrier: StoreBarrier;
   private agentGone = false;
   /** Control messages waiting for a stream connection's dial (see message). */
   private readonly held: TextQueue;
@@ -73,6 +65,7 @@ export class RelayDriver {
     this.commandFrames = FrameMetrics.for(ctx.metrics, route.name, 'inline', 'agent_to_world', ctx.now);
     this.agentOut = new Outbox(agent, t.high_water_bytes, t.max_queued_bytes, this.frames);
     this.held = new TextQueue(t.max_queued_bytes);
+    this.barrier = new StoreBarrier(t.max_queued_bytes, () => this.agentOverflow());
   }
 
   // ---------------------------------------------------------------- agent socket events
@@ -147,14 +140,7 @@ export class RelayDriver {
   // ---------------------------------------------------------------- effects
 
   private run(effects: readonly RelayEffect[]): void {
-    for (const e of effects) {
-      // Behind a store write, the agent's messages wait, and everything after them, in order.
-      if (this.barrier !== null && (e.kind === 'to-agent' || this.waiting.length > 0)) {
-        this.wait(e);
-        continue;
-      }
-      this.apply(e);
-    }
+    for (const e of effects) if (!this.barrier.offer(e)) this.apply(e);
     this.recordTelemetry();
   }
 
@@ -265,7 +251,11 @@ export class RelayDriver {
       }
       case 'session-created':
         this.owner.holdsSession(true);
-        this.hold(ctx.registry.created(e.session), e.session);
+        this.barrier.hold(
+          ctx.registry.created(e.session),
+          (waited) => this.run(waited),
+          (err) => this.notStored(err, e.session),
+        );
         this.logSession(e.session, 'session_opened', 'opened');
         return;
       case 'session-attached':
@@ -284,7 +274,7 @@ export class RelayDriver {
         this.logSession(e.session, 'session_ended', e.reason);
         return;
       case 'journal-append':
-        return this.persistJournal(e.session);
+        return persistJournal(ctx, e.session, (err) => this.storeWriteFailed(err));
       case 'journal-ack':
         ctx.registry.store
           .acknowledge(e.session.token, e.session.fence, e.status_seq)
@@ -299,75 +289,11 @@ export class RelayDriver {
     }
   }
 
-  /**
-   * Writes what the session's journal holds that the store does not. One write per session at a time:
-   * entries arriving meanwhile go in the next, so a slow store costs one write per round trip rather
-   * than one per status, each carrying the whole growing tail. A write carries a bounded step of the
-   * tail (ReplayJournal.notDurable); the next goes when it is done.
-   */
-  private persistJournal(session: RelaySession): void {
-    if (journalWrites.has(session)) return;
-    const entries = session.journal.notDurable();
-    if (entries.length === 0) return;
-    const last = entries.at(-1)!.status_seq;
-    journalWrites.add(session);
-    this.ctx.registry.store.append(session.token, session.fence, entries).then(
-      () => {
-        journalWrites.delete(session);
-        session.journal.markDurable(last);
-        this.persistJournal(session);
-      },
-      (err: unknown) => {
-        journalWrites.delete(session); // the next status writes the whole tail again
-        this.storeWriteFailed(err);
-      },
-    );
-  }
-
-  /**
-   * A fenced write means another replica resumed the session: this one must stop driving it at once
-   * (two replicas never drive one upstream session). Other failures leave the journal non-durable, so
-   * nothing more is acknowledged upstream.
-   */
   private storeWriteFailed(err: unknown): void {
-    if (err instanceof FencedError) {
-      this.ctx.log.warn(
-        { route: this.route.name, event: 'session_fenced' },
-        'session resumed at another replica; letting go',
-      );
+    storeWriteFailed(this.ctx, this.route.name, err, () => {
       this.upstream?.close(1000, 'session moved to another edge replica');
       this.terminate(1001, 'session resumed elsewhere');
-      return;
-    }
-    // An outage fails every write of every session: one line per interval, with the count since the last.
-    const now = this.ctx.now();
-    storeFailures.suppressed++;
-    if (now - storeFailures.loggedAt < STORE_FAILURE_LOG_INTERVAL_MS) return;
-    this.ctx.log.error(
-      {
-        route: this.route.name,
-        event: 'store_write_failed',
-        err: String(err),
-        failures: storeFailures.suppressed,
-      },
-      'session store writes failing',
-    );
-    storeFailures.loggedAt = now;
-    storeFailures.suppressed = 0;
-  }
-
-  /**
-   * Keeps `e` until the store write is done. A world that sends fast meanwhile (the write may take the
-   * store's command timeout) fills the agent's send queue as if it were not reading: past
-   * max_queued_bytes the agent is closed and nothing more for it is kept.
-   */
-  private wait(e: RelayEffect): void {
-    if (e.kind === 'to-agent') {
-      const max = this.ctx.config.transport.max_queued_bytes;
-      if (this.waitingChars > max) return; // closing (below)
-      if ((this.waitingChars += e.text.length) > max) return this.agentOverflow();
-    }
-    this.waiting.push(e);
+    });
   }
 
   private agentOverflow(): void {
@@ -376,27 +302,12 @@ export class RelayDriver {
     this.agent.close(1008, 'send queue full');
   }
 
-  /** Holds later agent output until `write` is durable (an agent must never hold a token the store lacks). */
-  private hold(write: Promise<void>, session: RelaySession): void {
-    this.barrier = write.then(
-      () => {
-        this.barrier = null;
-        this.waitingChars = 0;
-        this.run(this.waiting.splice(0));
-      },
-      (err: unknown) => {
-        this.barrier = null;
-        this.waitingChars = 0;
-        this.waiting.length = 0;
-        this.ctx.log.error(
-          { route: this.route.name, err: String(err) },
-          'session store refused a new session',
-        );
-        this.ctx.registry.ended(session);
-        this.upstream?.close(1000, 'session could not be stored');
-        this.agent.close(1011, 'session store unavailable');
-      },
-    );
+  /** The store refused a new session: it ends, and the agent never hears its token. */
+  private notStored(err: unknown, session: RelaySession): void {
+    this.ctx.log.error({ route: this.route.name, err: String(err) }, 'session store refused a new session');
+    this.ctx.registry.ended(session);
+    this.upstream?.close(1000, 'session could not be stored');
+    this.agent.close(1011, 'session store unavailable');
   }
 
   private dial(): void {
