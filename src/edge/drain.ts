@@ -48,6 +48,12 @@ export async function drainConnections(
   return { closed: conns.length, cut };
 }
 
+/**
+ * The route label of a relay session whose record names a route this edge does not have: the record
+ * comes from the session store, so its route is input, not a label value (no such route name is valid).
+ */
+const UNKNOWN_ROUTE = '(unknown)';
+
 /** Session and journal gauges, read at scrape time from what the edge holds. */
 export function sampleGauges(ctx: EdgeContext, routes: readonly RouteRuntime[]): void {
   const m = ctx.metrics;
@@ -59,9 +65,12 @@ export function sampleGauges(ctx: EdgeContext, routes: readonly RouteRuntime[]):
     m.sessions.labels(r.name, 'relay', 'attached').set(0);
     m.sessions.labels(r.name, 'relay', 'suspended').set(0);
   }
+  const names = new Set(routes.map((r) => r.name));
   for (const s of ctx.registry.sessions()) {
-    m.sessions.labels(s.record.route, 'relay', s.attachment !== null ? 'attached' : 'suspended').inc();
-    m.journalEntries.labels(s.record.route).inc(s.journal.size);
+    // Held here all the same (memory, a journal): counted, under a fixed label.
+    const route = names.has(s.record.route) ? s.record.route : UNKNOWN_ROUTE;
+    m.sessions.labels(route, 'relay', s.attachment !== null ? 'attached' : 'suspended').inc();
+    m.journalEntries.labels(route).inc(s.journal.size);
   }
   for (const r of routes) {
     for (const hub of r.allHubs()) {

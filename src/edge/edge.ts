@@ -20,7 +20,7 @@ import type {
   UpgradeRequest,
 } from '../transport/engine.js';
 import { listenAgents } from '../transport/select-engine.js';
-import { buildInfo, startAdmin, type AdminServer } from './admin.js';
+import { ADMIN_LIMITS, buildInfo, startAdmin, type AdminServer } from './admin.js';
 import { onStreamListener, openStreamListener } from './stream-listener.js';
 import type { EdgeContext } from './context.js';
 import { AgentConnection } from './agent-connection.js';
@@ -241,7 +241,11 @@ export class Edge {
       },
     };
     const admin = await open(
-      () => startAdmin(config.admin, adminHandlers),
+      () =>
+        startAdmin(config.admin, adminHandlers, {
+          ...ADMIN_LIMITS,
+          timeoutMs: config.transport.handshake_timeout_ms,
+        }),
       (a) => a.close(),
     );
     const edge = new Edge(config, ctx, routes, server, admin, mint);
