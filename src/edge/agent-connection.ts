@@ -33,6 +33,7 @@ export class AgentConnection implements ConnectionHandlers {
       close: (code, reason) => agent.close(code, reason),
       publicBase,
       tap: observerRecording(ctx, route, agent), // the flight recorder's, if the route records observers
+      budget,
     };
     this.relay = new RelayDriver(
       ctx,

@@ -1,5 +1,6 @@
 /** An observer's stream connection, served by its hub: frames only, from the edge to the observer. */
 import { WsStreamSink } from '../fanout/ws-stream-sink.js';
+import { closeFor } from '../policy/budgets.js';
 import { peekFrame } from '../protocol/frame.js';
 import { FrameMetrics } from '../telemetry/frame-metrics.js';
 import type { ConnectionHandlers, ServerConnection } from '../transport/engine.js';
@@ -21,7 +22,14 @@ export function observerStream(
   return {
     message: (data, binary) => {
       // Observers have no command channels; anything but a valid frame is malformed (AWP-TRN-013).
-      if (!binary || !isFrame(data as Buffer)) conn.close(1002, 'AWP_MALFORMED');
+      if (!binary || !isFrame(data as Buffer)) return conn.close(1002, 'AWP_MALFORMED');
+      // A valid one goes nowhere, but it is the credential's traffic all the same.
+      const over = session.budget?.message((data as Buffer).length) ?? null;
+      if (over !== null) {
+        metrics.rejections.labels(route.name, `budget_${over}`).inc();
+        const { code, reason } = closeFor(over);
+        conn.close(code, reason);
+      }
     },
     drain: () => sink.drain(),
     close: () => {

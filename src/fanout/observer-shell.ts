@@ -14,6 +14,7 @@ import type { JsonRpcId, Sequenced } from '../protocol/jsonrpc.js';
 import type { ObserverTap } from './observer-tap.js';
 import type { ObserverPersistence } from './observer-persistence.js';
 import type { ObserverRecord } from '../session/session-store.js';
+import type { AgentBudget } from '../policy/budgets.js';
 
 /** An agent's control connection carrying an observer session. */
 export interface ObserverConnection extends ObserverLink {
@@ -21,6 +22,8 @@ export interface ObserverConnection extends ObserverLink {
   close(code: number, reason: string): void;
   /** The flight recorder's tap on this connection (issue 14), when the route records observer sessions. */
   readonly tap?: ObserverTap | undefined;
+  /** The budget of the connection's credential: what the observer sends on its stream counts too. */
+  readonly budget?: AgentBudget;
 }
 
 /** What the shell hands to the hub serving the session. */
@@ -74,6 +77,11 @@ export class ObserverShell {
       this.positions.set(name, seq);
       this.rebased.add(name);
     }
+  }
+
+  /** The budget of the credential of the connection the session is on (none while detached). */
+  get budget(): AgentBudget | undefined {
+    return this.conn?.budget;
   }
 
   /** Whether a shared store holds this session. */

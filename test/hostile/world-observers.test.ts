@@ -256,6 +256,19 @@ describe('hostile world: frames on channels it did not grant', () => {
     expect(grown).toBeLessThan((n * bytes) / 4);
   }, 30_000);
 
+  it("frames an observer sends on its stream connection go nowhere but count against its credential's message budget: past it, the stream is closed 1008", async () => {
+    const r = await start({ budgets: { max_messages_per_second: 50 } }, {}, { observers: 'fanout' });
+    const o = await observer(r);
+    const stream = o.stream!;
+    // Fast, in one burst: far past 50 a second, whatever the machine's load.
+    for (let seq = 1; seq <= 500 && stream.readyState === stream.OPEN; seq++)
+      stream.send(frame(STATE.channel_id, seq, false));
+    await until(() => o.streamCloses.length > 0, 10_000, 'the stream connection to be closed');
+    expect(o.streamCloses[0]).toMatchObject({ code: 1008, reason: 'messages per second budget exceeded' });
+    await sleep(200); // the bystander has the same credential: its budget refills
+    await pingOk(r.bystander);
+  }, 30_000);
+
   it("a world that sends pings and does not read the hub's answers loses that connection past transport.max_queued_bytes; the hub resumes its session on a new one", async () => {
     // Liveness checks slower than the test: only the send budget can drop the connection.
     const r = await start(
