@@ -6,7 +6,7 @@
  * (AWP-TRN-013). Observer sessions are served by the route's hub; a relay agent's session is relayed
  * to the world's `ws` stream endpoint of the same index.
  */
-import { FrameSplitter } from '../transport/webtransport-framing.js';
+import { FrameSkipper, IncomingFrames } from '../transport/webtransport-framing.js';
 import { WebTransportStreamSink } from '../fanout/webtransport-sink.js';
 import type { ChannelHub } from '../fanout/channel-hub.js';
 import type { ObserverShell } from '../fanout/observer-shell.js';
@@ -133,24 +133,29 @@ function observerStream(
         () => hub.streamLost(session, sink),
       );
       hub.attachStream(session, sink);
-      // Observers have no command channels; anything but whole valid frames is malformed (AWP-TRN-013).
-      const splitters = new Map<object, FrameSplitter>();
+      // Observers have no command channels: frames they send are checked and dropped, anything else is
+      // malformed (AWP-TRN-013), like on their `ws` stream connection. What is held for unfinished frame
+      // headers is bounded across the session's streams.
+      const incoming = new IncomingFrames(() => new FrameSkipper(t.max_message_bytes), t.max_queued_bytes);
       const malformed = () => sink.close(1002, 'AWP_MALFORMED');
+      const refuse = (err: unknown) => {
+        if (err instanceof FrameError) return malformed();
+        sink.close(1009, 'frame exceeds max_frame_bytes');
+      };
       readIncomingStreams(wt, {
         chunk: (stream, data) => {
-          let splitter = splitters.get(stream);
-          if (splitter === undefined)
-            splitters.set(stream, (splitter = new FrameSplitter(t.max_message_bytes)));
           try {
-            for (const buf of splitter.push(data)) peekFrame(buf);
+            incoming.push(stream, data);
           } catch (err) {
-            if (err instanceof FrameError) return malformed();
-            sink.close(1009, 'frame exceeds max_frame_bytes');
+            refuse(err);
           }
         },
         end: (stream, finished) => {
-          if (finished && (splitters.get(stream)?.pending ?? 0) > 0) malformed();
-          splitters.delete(stream);
+          try {
+            incoming.end(stream, finished);
+          } catch (err) {
+            refuse(err);
+          }
         },
         datagram: (data) => {
           try {

@@ -33,6 +33,8 @@ export interface WebTransportSession {
     writable: WritableStream<Uint8Array>;
   }>;
   readonly datagrams: { readonly readable: ReadableStream<Uint8Array> };
+  /** `address:port` of the peer's connection (HTTP/2 and HTTP/1: its TCP connection's). */
+  readonly peerAddress?: string;
 }
 
 /** The subprotocol a stream connection offers and the edge selects (AWP-TRN-013). */
@@ -126,6 +128,8 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
   let nextTicket = 1;
   const state = { closing: false };
   const log = opts.log ?? (() => undefined);
+  /** Releases a session's connection from the handshake limits (set below when they apply). */
+  let sessionAccepted: (peer: string | undefined) => void = () => undefined;
 
   server.setRequestCallback(async ({ header }: RequestArgs) => {
     const rawPath = typeof header[':path'] === 'string' ? header[':path'] : '/';
@@ -183,6 +187,7 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
       return;
     }
     live.add(session);
+    sessionAccepted(session.peerAddress);
     session.closed.then(
       () => live.delete(session),
       () => live.delete(session),
@@ -203,9 +208,36 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
   h2server.on('stream', resetWithCancel);
   if (opts.handshake !== undefined) {
     const guard = new HandshakeGuard(opts.handshake, (reason) => opts.onHandshakeClosed?.(reason));
-    h2server.on('connection', (socket: Socket) => guard.admit(socket));
-    // A complete request (the session CONNECT) ends the handshake, as an upgrade does on the other listener.
-    h2server.on('stream', (stream: ServerHttp2Stream) => guard.done(stream.session?.socket as Socket));
+    // Connections with no accepted session yet, by peer address: the one name the library gives a
+    // session's connection.
+    const unaccepted = new Map<string, Socket>();
+    h2server.on('connection', (socket: Socket) => {
+      guard.admit(socket);
+      if (socket.destroyed) return;
+      const peer = peerOf(socket);
+      unaccepted.set(peer, socket);
+      socket.once('close', () => {
+        if (unaccepted.get(peer) === socket) unaccepted.delete(peer);
+      });
+    });
+    // Only an accepted session ends the handshake, as an upgrade does on the other listener. A refused
+    // request (by the library or by `decide`) leaves its connection under the limits, and ends it
+    // (GOAWAY) as the other listener ends a refused upgrade's: http2 has no idle timeout of its own.
+    sessionAccepted = (peer) => {
+      const socket = peer === undefined ? undefined : unaccepted.get(peer);
+      if (peer === undefined || socket === undefined) return;
+      unaccepted.delete(peer);
+      guard.done(socket);
+    };
+    // Prepended: the library answers some requests within its own listener.
+    h2server.prependListener('stream', (stream: ServerHttp2Stream) => {
+      const session = stream.session;
+      if (session === undefined) return;
+      const peer = peerOf(session.socket);
+      stream.once('close', () => {
+        if (unaccepted.has(peer) && !session.closed && !session.destroyed) session.close();
+      });
+    });
   }
   const address = server.address();
   if (address === null) throw new Error('webtransport listener has no address');
@@ -231,6 +263,11 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
       await withTimeout(acceptLoop, CLOSE_GRACE_MS);
     },
   };
+}
+
+/** A connection's name as the library gives it to a session (`peerAddress`). */
+function peerOf(socket: { remoteAddress?: string | undefined; remotePort?: number | undefined }): string {
+  return `${socket.remoteAddress}:${socket.remotePort}`;
 }
 
 /** The library parses WT-Available-Protocols into a list on HTTP/2; accept the raw header too. */

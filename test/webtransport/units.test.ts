@@ -10,12 +10,18 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, validateConfig } from '../../src/config/load.js';
 import { RouteRuntime } from '../../src/edge/route.js';
-import { FrameError } from '../../src/protocol/frame.js';
+import { FrameError, peekFrame } from '../../src/protocol/frame.js';
 import { loadFrameVectors } from '../harness/spec-data.js';
 import { TokenMint } from '../../src/session/tokens.js';
 import { certificateHash, createDevCertificate } from '../support/dev-certificate.js';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
-import { FrameSplitter, FrameTooLarge } from '../../src/transport/webtransport-framing.js';
+import {
+  FrameSkipper,
+  FrameSplitter,
+  FrameTooLarge,
+  IncomingFrames,
+  PartialFramesTooLarge,
+} from '../../src/transport/webtransport-framing.js';
 import { readIncomingStreams, type WebTransportSession } from '../../src/transport/webtransport.js';
 
 const vectors = loadFrameVectors();
@@ -69,6 +75,84 @@ describe('frames back to back on a stream', () => {
     const splitter = new FrameSplitter(1 << 20);
     expect(splitter.push(valid[1]!.subarray(0, 40))).toEqual([]);
     expect(() => splitter.end()).toThrow(FrameError);
+  });
+});
+
+describe("frames on an observer's stream (checked, then dropped)", () => {
+  it('AWP-DAT-008 AWP-DAT-010 checks every vector cut at every chunk size, holding at most a header and extension block', () => {
+    const stream = Buffer.concat(valid);
+    for (let size = 1; size <= 64; size++) {
+      const skipper = new FrameSkipper(1 << 20);
+      for (let at = 0; at < stream.length; at += size)
+        expect(skipper.push(stream.subarray(at, at + size))).toEqual([]);
+      expect(skipper.pending).toBe(0);
+      expect(() => skipper.end()).not.toThrow();
+    }
+    // Every invalid vector that a reader of whole frames refuses, this one refuses too.
+    const invalid = vectors.filter((v) => v.expect === undefined).map((v) => Buffer.from(v.hex, 'hex'));
+    for (const v of invalid) {
+      let whole: unknown;
+      try {
+        for (const buf of new FrameSplitter(1 << 20).push(v)) peekFrame(buf);
+      } catch (err) {
+        whole = err;
+      }
+      if (!(whole instanceof FrameError)) continue; // a truncated vector: still waiting for bytes
+      expect(() => new FrameSkipper(1 << 20).push(v), v.toString('hex')).toThrow(FrameError);
+    }
+  });
+
+  it('drops a payload as it arrives, then checks the frame after it', () => {
+    const payload = Buffer.alloc(500_000, 7);
+    const big = encodeFrame({ channel_id: 1, seq: 1, ts_mono_ns: 1, flags: 0, vendor: [], payload });
+    const skipper = new FrameSkipper(1 << 20);
+    for (let at = 0; at < big.length - 1; at += 4096) {
+      skipper.push(big.subarray(at, Math.min(at + 4096, big.length - 1)));
+      expect(skipper.pending).toBeLessThanOrEqual(28);
+    }
+    expect(() => skipper.end()).toThrow(FrameError); // one byte short: ends inside the frame
+    skipper.push(big.subarray(big.length - 1));
+    expect(() => skipper.end()).not.toThrow();
+    expect(() => skipper.push(Buffer.from('AWPX'))).toThrow(FrameError);
+    const header = Buffer.from(valid[0]!.subarray(0, 28));
+    header.writeUInt32LE(2 << 20, 24);
+    expect(() => new FrameSkipper(1 << 20).push(header)).toThrow(FrameTooLarge);
+  });
+});
+
+describe("unfinished frames across a session's streams", () => {
+  const header = (payloadLen: number) => {
+    const h = Buffer.from(valid[0]!.subarray(0, 28));
+    h[5] = h[5]! & ~0x04; // no extension block
+    h.writeUInt32LE(payloadLen, 24);
+    return h;
+  };
+
+  it('bounds what all the streams hold together, not each alone', () => {
+    const incoming = new IncomingFrames(() => new FrameSplitter(1 << 20), 100_000);
+    const streams = [{}, {}, {}];
+    incoming.push(streams[0]!, Buffer.concat([header(60_000), Buffer.alloc(40_000)]));
+    expect(incoming.pending).toBe(40_028);
+    incoming.push(streams[1]!, Buffer.concat([header(60_000), Buffer.alloc(40_000)]));
+    expect(() => incoming.push(streams[2]!, Buffer.concat([header(60_000), Buffer.alloc(40_000)]))).toThrow(
+      PartialFramesTooLarge,
+    );
+    // The session is ending: nothing more is held or reported.
+    expect(incoming.pending).toBe(0);
+    expect(incoming.push(streams[0]!, Buffer.alloc(20_000))).toEqual([]);
+    expect(() => incoming.end(streams[1]!, true)).not.toThrow();
+  });
+
+  it('what a stream held goes with it: completed, reset, or ended inside a frame (malformed)', () => {
+    const incoming = new IncomingFrames(() => new FrameSplitter(1 << 20), 100_000);
+    const [a, b, c] = [{}, {}, {}];
+    incoming.push(a, Buffer.concat([header(80_000), Buffer.alloc(60_000)]));
+    expect(incoming.push(a, Buffer.alloc(20_000)).map((f) => f.length)).toEqual([80_028]);
+    incoming.push(b, Buffer.concat([header(80_000), Buffer.alloc(60_000)]));
+    incoming.end(b, false); // reset by the peer
+    expect(incoming.pending).toBe(0);
+    incoming.push(c, Buffer.concat([header(80_000), Buffer.alloc(60_000)]));
+    expect(() => incoming.end(c, true)).toThrow(FrameError);
   });
 });
 

@@ -8,20 +8,25 @@
 import { ChannelStreams } from '../../transport/webtransport-streams.js';
 import { FrameError } from '../../protocol/frame.js';
 import type { RelaySession } from '../relay-session.js';
-import { FrameSplitter, FrameTooLarge } from '../../transport/webtransport-framing.js';
+import { FrameSplitter, FrameTooLarge, IncomingFrames } from '../../transport/webtransport-framing.js';
 import { readIncomingStreams, type WebTransportSession } from '../../transport/webtransport.js';
 import type { StreamContext } from './stream-context.js';
 import { MALFORMED, StreamBridge } from './stream-bridge.js';
 
 export class WebTransportRelay {
-  private readonly splitters = new Map<object, FrameSplitter>();
+  /** The unfinished frames on the agent's streams, bounded across them. */
+  private readonly incoming: IncomingFrames;
 
   private constructor(
     private readonly ctx: StreamContext,
     private readonly bridge: StreamBridge,
     /** Largest frame either side may send on this endpoint (AWP-TRN-011). */
-    private readonly maxFrameBytes: number,
-  ) {}
+    maxFrameBytes: number,
+  ) {
+    // At least one frame of the largest size always fits, whatever max_queued_bytes says.
+    const maxHeld = Math.max(ctx.config.transport.max_queued_bytes, maxFrameBytes);
+    this.incoming = new IncomingFrames(() => new FrameSplitter(maxFrameBytes), maxHeld);
+  }
 
   /** Dials the world's stream endpoint before the agent's session is accepted (a failure refuses it). */
   static async open(
@@ -75,12 +80,9 @@ export class WebTransportRelay {
 
   private fromAgent(stream: object, data: Uint8Array): void {
     if (this.bridge.done) return;
-    let splitter = this.splitters.get(stream);
-    if (splitter === undefined)
-      this.splitters.set(stream, (splitter = new FrameSplitter(this.maxFrameBytes)));
     let frames: Buffer[];
     try {
-      frames = splitter.push(data);
+      frames = this.incoming.push(stream, data);
     } catch (err) {
       if (err instanceof FrameTooLarge)
         return this.bridge.end(1009, 'frame exceeds max_frame_bytes', err.message);
@@ -93,10 +95,8 @@ export class WebTransportRelay {
 
   /** A reset stream's partial frame is dropped with it; one that ended inside a frame is malformed. */
   private agentStreamEnded(stream: object, finished: boolean): void {
-    const splitter = this.splitters.get(stream);
-    this.splitters.delete(stream);
     try {
-      if (finished) splitter?.end();
+      this.incoming.end(stream, finished);
     } catch {
       this.bridge.end(1002, MALFORMED, 'agent stream ended inside a frame');
     }
