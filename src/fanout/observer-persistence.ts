@@ -5,6 +5,10 @@
  * before it is durable; a drain waits for `flushed()` before it closes the observer, so nothing is lost
  * when a replica is taken out; a replica that dies loses at most the writes of its last moments).
  * A fenced write means another replica resumed the session: this one lets go of it.
+ *
+ * Writes are coalesced so a slow store holds a bounded queue: the journal in one pending append, and the
+ * acknowledgement, observer record and suspension in one pending round carrying the latest value of
+ * each, written in that order (a suspension after the positions it goes with).
  */
 import { entryText, type ReplayJournal } from '../session/journal.js';
 import {
@@ -22,9 +26,20 @@ export interface PersistenceEvents {
   failed(op: string, err: unknown): void;
 }
 
+/** The latest value of each record write not yet issued (undefined: none). */
+interface RecordWrites {
+  acknowledged?: number;
+  observer?: ObserverRecord;
+  /** suspended_at_ms, or null: attached (a lease renewal). */
+  suspendedAt?: number | null;
+}
+
 export class ObserverPersistence {
   private chain: Promise<void> = Promise.resolve();
   private journalQueued = false;
+  /** A round of record writes waits in the chain; until it starts, later values join it. */
+  private recordQueued = false;
+  private pending: RecordWrites = {};
   private acked = 0;
   private renewedAt = -Infinity;
   /** No more writes are issued (the session ended here). */
@@ -91,14 +106,16 @@ export class ObserverPersistence {
 
   attached(acknowledged: number): void {
     this.acknowledge(acknowledged);
-    this.enqueue('setSuspended', () => this.store.setSuspended(this.token, this.fence, null));
+    this.pending.suspendedAt = null;
+    this.queueRecord();
   }
 
   /** The observer's connection is gone: where its channels stood, and since when. */
   suspended(atMs: number, acknowledged: number, observer: ObserverRecord): void {
     this.acknowledge(acknowledged);
-    this.enqueue('setObserver', () => this.store.setObserver(this.token, this.fence, observer));
-    this.enqueue('setSuspended', () => this.store.setSuspended(this.token, this.fence, atMs));
+    this.pending.observer = observer;
+    this.pending.suspendedAt = atMs;
+    this.queueRecord();
   }
 
   /** The session ended here: its record goes (unless another replica claimed it since). */
@@ -115,7 +132,33 @@ export class ObserverPersistence {
   private acknowledge(status_seq: number): void {
     if (status_seq <= this.acked) return;
     this.acked = status_seq;
-    this.enqueue('acknowledge', () => this.store.acknowledge(this.token, this.fence, status_seq));
+    this.pending.acknowledged = status_seq;
+    this.queueRecord();
+  }
+
+  /**
+   * Queues a round of record writes unless one is waiting. The round takes the pending values when it
+   * starts (later ones go in the next round), and writes each in its own step, so one failing does not
+   * drop the others.
+   */
+  private queueRecord(): void {
+    if (this.recordQueued || this.closed || this.fencedOut) return;
+    this.recordQueued = true;
+    let round: RecordWrites = {};
+    this.enqueue('acknowledge', async () => {
+      round = this.pending;
+      this.pending = {};
+      this.recordQueued = false;
+      if (round.acknowledged !== undefined)
+        await this.store.acknowledge(this.token, this.fence, round.acknowledged);
+    });
+    this.enqueue('setObserver', async () => {
+      if (round.observer !== undefined) await this.store.setObserver(this.token, this.fence, round.observer);
+    });
+    this.enqueue('setSuspended', async () => {
+      if (round.suspendedAt !== undefined)
+        await this.store.setSuspended(this.token, this.fence, round.suspendedAt);
+    });
   }
 
   private enqueue(op: string, write: () => Promise<void>): void {

@@ -11,7 +11,7 @@
  * 14 significant digits, which would corrupt a status_seq above 10^14.
  *
  * Write scripts return 1 (done, or the session is gone: a write for a deleted session is a no-op)
- * or -1 (the caller's fence is stale); APPEND may also refuse a gap (see there).
+ * or -1 (the caller's fence is stale); APPEND may also refuse a gap or a corrupt record (see there).
  */
 
 /** Loads the fence into `fence` and returns early on a missing session or a stale fence. */
@@ -48,10 +48,15 @@ return redis.call('HINCRBY', KEYS[1], 'f', 1)
  * {-2, highest held}) when its first new entry is not the next seq after the highest held: an
  * earlier append was lost (Redis was unreachable), and storing entries above the gap would let the
  * edge take them, and the missing ones below, for durable (and acknowledge them upstream). The journal
- * gets the record's remaining TTL, so no key of a session outlives it.
+ * gets the record's remaining TTL, so no key of a session outlives it. Returns -3 when agent_ack is not
+ * an integer the edge writes (0 to 2^53 - 1, as codec.ts reads it): a value like '1e300' would compare
+ * above every seq, and the append would report success while storing nothing.
  */
 export const APPEND = `${FENCE_CHECK}
 local held = redis.call('HGET', KEYS[1], 'a')
+if not held or not string.match(held, '^%d+$') or #held > 16 or tonumber(held) > 9007199254740991 then
+  return -3
+end
 local last = tonumber(held)
 local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if top[2] then

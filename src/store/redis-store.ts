@@ -13,7 +13,10 @@
  *
  * Failure behaviour: nothing is queued while Redis is unreachable. `healthy()` is false, and every
  * operation rejects at once with StoreUnavailableError (or after `commandTimeoutMs` if Redis stops
- * answering mid-command); it never hangs. The client keeps reconnecting in the background.
+ * answering mid-command); it never hangs. A command that times out drops the connection: ioredis keeps
+ * a timed-out command (and its arguments, up to a journal step) queued until a reply that may never
+ * come, so the store reconnects to reject them all, and stays unhealthy until the new connection is
+ * ready. The client keeps reconnecting in the background.
  *
  * The Redis URL may carry a password: it is never logged and never part of an error message.
  */
@@ -59,6 +62,8 @@ export class StoreUnavailableError extends Error {
 
 export const DEFAULT_KEY_PREFIX = 'awp-edge:';
 const EPOCH_BYTES = 6;
+/** ioredis's rejection when `commandTimeout` lapses (the command itself stays queued). */
+const COMMAND_TIMED_OUT = 'Command timed out';
 
 /** The scripts registered with defineCommand; ioredis adds them as methods (and `*Buffer` variants). */
 interface Scripted {
@@ -69,7 +74,7 @@ interface Scripted {
     jnl: string,
   ): Promise<[Buffer, Buffer | null, Buffer | null, Buffer | null, Buffer[], Buffer] | null>;
   awpClaim(rec: string, jnl: string): Promise<number | null>;
-  /** 1, -1 (fenced), or [-2, highest seq held] (a gap). */
+  /** 1, -1 (fenced), -3 (agent_ack corrupt), or [-2, highest seq held] (a gap). */
   awpAppend(rec: string, jnl: string, ...args: (string | Buffer)[]): Promise<number | [number, string]>;
   awpAcknowledge(rec: string, jnl: string, ...args: string[]): Promise<number>;
   awpSetSuspended(rec: string, jnl: string, ...args: string[]): Promise<number>;
@@ -89,8 +94,11 @@ export class RedisSessionStore implements SessionStore {
   private readonly prefix: string;
   private readonly marginMs: number;
   private readonly password: string;
+  private readonly commandTimeoutMs: number;
   private lastError = '';
   private closed = false;
+  /** A command timed out: the connection was dropped and is not trusted until it is ready again. */
+  private stalled = false;
 
   constructor(options: RedisStoreOptions) {
     const url = parseUrl(options.url);
@@ -104,9 +112,10 @@ export class RedisSessionStore implements SessionStore {
     this.prefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
     this.marginMs = options.suspendedTtlMarginMs ?? 30_000;
     const connectTimeout = options.connectTimeoutMs ?? 2_000;
+    this.commandTimeoutMs = options.commandTimeoutMs ?? 2_000;
     this.redis = new Redis(options.url, {
       connectTimeout,
-      commandTimeout: options.commandTimeoutMs ?? 2_000,
+      commandTimeout: this.commandTimeoutMs,
       // Fail fast instead of queueing: the edge refuses new sessions rather than waiting on Redis.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -134,14 +143,18 @@ export class RedisSessionStore implements SessionStore {
     });
     this.redis.on('ready', () => {
       this.lastError = '';
+      this.stalled = false;
     });
     // defineCommand adds methods ioredis's types cannot know; Scripted lists them.
     this.scripted = this.redis as unknown as Scripted;
   }
 
-  /** Whether Redis is connected and ready now (false while connecting, reconnecting or closed). */
+  /**
+   * Whether Redis is connected and ready now (false while connecting, reconnecting or closed, and from a
+   * command timing out until the connection is ready again).
+   */
   healthy(): boolean {
-    return !this.closed && this.redis.status === 'ready';
+    return !this.closed && !this.stalled && this.redis.status === 'ready';
   }
 
   /** Resolves true once ready, or false after `timeoutMs` (for startup: the edge reports, not waits). */
@@ -214,6 +227,8 @@ export class RedisSessionStore implements SessionStore {
       const held = Number(result[1]);
       throw new JournalGapError(held, entries.find((e) => e.status_seq > held)?.status_seq ?? held + 1);
     }
+    if (result === -3)
+      throw new CorruptRecordError('session record: agent_ack is not an integer from 0 to 2^53 - 1');
     this.fenced(result);
   }
 
@@ -286,7 +301,7 @@ export class RedisSessionStore implements SessionStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.redis.status === 'ready') {
+    if (this.redis.status === 'ready' && !this.stalled) {
       try {
         await this.redis.quit();
         return;
@@ -313,8 +328,9 @@ export class RedisSessionStore implements SessionStore {
   /** Runs one command; every failure becomes a StoreUnavailableError naming the store, not its credentials. */
   private async run<T>(op: string, command: () => Promise<T>): Promise<T> {
     if (this.closed) throw new StoreUnavailableError(`session store (${this.target}) is closed`);
-    if (this.redis.status !== 'ready') {
-      const why = this.lastError === '' ? this.redis.status : `${this.redis.status}: ${this.lastError}`;
+    if (this.stalled || this.redis.status !== 'ready') {
+      const status = this.stalled ? 'stalled' : this.redis.status;
+      const why = this.lastError === '' ? status : `${status}: ${this.lastError}`;
       throw new StoreUnavailableError(
         `session store (${this.target}) is unreachable (${why}); ${op} refused`,
       );
@@ -323,10 +339,22 @@ export class RedisSessionStore implements SessionStore {
       return await command();
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
+      if (message === COMMAND_TIMED_OUT) this.stall();
       throw new StoreUnavailableError(
         `session store (${this.target}): ${op} failed: ${this.redact(message)}`,
       );
     }
+  }
+
+  /**
+   * Drops the connection of a command that timed out: ioredis then rejects every command still queued
+   * on it (releasing their arguments) and reconnects; until it is ready again, operations are refused.
+   */
+  private stall(): void {
+    if (this.stalled || this.closed) return;
+    this.stalled = true;
+    this.lastError = `a command got no reply within ${this.commandTimeoutMs} ms`;
+    this.redis.disconnect(true);
   }
 
   private redact(message: string): string {

@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FencedError } from '../../src/session/session-store.js';
+import { CorruptRecordError, FencedError } from '../../src/session/session-store.js';
 import { RedisSessionStore, StoreUnavailableError } from '../../src/store/redis-store.js';
 import { redisServerAvailable, REDIS_SERVER, startRedis, type TestRedis } from '../support/redis.js';
 import { entry, record, sessionStoreContract } from './contract.js';
@@ -260,6 +260,27 @@ function redisSpecific(): void {
       const ttl = await raw.pttl(jnl);
       expect(ttl).toBeGreaterThan(10_000);
       expect(ttl).toBeLessThanOrEqual(15_000);
+    });
+
+    it('an append to a record whose agent_ack is not an integer is refused as corrupt, not reported done', async () => {
+      for (const bad of ['1e300', '12abc', '-1', '', '99999999999999999', '9007199254740992']) {
+        const r = record();
+        const fence = await store.create(r);
+        const [rec, jnl] = keysOf(r.edge_token);
+        await raw.hset(rec, 'a', bad);
+        await expect(store.append(r.edge_token, fence, [entry(1)]), bad).rejects.toBeInstanceOf(
+          CorruptRecordError,
+        );
+        expect(await raw.zcard(jnl), bad).toBe(0);
+      }
+      // The largest agent_ack the edge writes still takes appends above it (none fits: nothing stored).
+      const r = record();
+      const fence = await store.create(r);
+      await raw.hset(keysOf(r.edge_token)[0], 'a', '9007199254740991');
+      await store.append(r.edge_token, fence, [entry(1)]);
+      await raw.hset(keysOf(r.edge_token)[0], 'a', '0');
+      await store.append(r.edge_token, fence, [entry(1)]);
+      expect((await store.get(r.edge_token))?.journal.map((e) => e.status_seq)).toEqual([1]);
     });
 
     it('a suspended session whose TTL lapses is gone', async () => {
