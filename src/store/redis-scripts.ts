@@ -134,26 +134,3 @@ export const EPOCH = `
 redis.call('SET', KEYS[1], ARGV[1], 'NX')
 return redis.call('GET', KEYS[1])
 `;
-
-/** Redis server time in ms (the hub's clock, so replicas' clocks need not agree). */
-const NOW = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-`;
-
-/**
- * KEYS[1]: a route's hub membership sorted set (score = expiry in Redis time). ARGV: replica id,
- * TTL ms. Drops expired members, (re)adds this one, and keeps the key no longer than its newest member.
- */
-export const HUB_JOIN = `${NOW}
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-local keep = redis.call('PTTL', KEYS[1])
-if keep < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 1
-`;
-
-/** KEYS[1]: a route's hub membership set. Returns the members not yet expired. */
-export const HUB_MEMBERS = `${NOW}
-return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
-`;

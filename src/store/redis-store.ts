@@ -7,7 +7,6 @@
  *                an observer session's subscriptions and positions
  *   {TOKEN}:jnl  sorted set: journal entries (msgpack [status_seq, text]) scored by status_seq
  *   epoch        the 6-byte token epoch shared by every replica
- *   hub:ROUTE    sorted set: replicas serving the route's observer hub, scored by expiry
  * A suspended session's keys expire after its reconnect window plus a margin; attached, they have no
  * TTL. The edge deletes sessions explicitly as well.
  *
@@ -81,8 +80,6 @@ interface Scripted {
   awpSetObserver(rec: string, jnl: string, fence: string, observer: Buffer): Promise<number>;
   awpDelete(rec: string, jnl: string, fence: string): Promise<number>;
   awpEpochBuffer(key: string, epoch: Buffer): Promise<Buffer | null>;
-  awpHubJoin(key: string, replicaId: string, ttlMs: string): Promise<number>;
-  awpHubMembers(key: string): Promise<string[]>;
 }
 
 export class RedisSessionStore implements SessionStore {
@@ -133,8 +130,6 @@ export class RedisSessionStore implements SessionStore {
         awpSetObserver: { lua: lua.SET_OBSERVER, numberOfKeys: 2 },
         awpDelete: { lua: lua.DELETE, numberOfKeys: 2 },
         awpEpoch: { lua: lua.EPOCH, numberOfKeys: 1 },
-        awpHubJoin: { lua: lua.HUB_JOIN, numberOfKeys: 1 },
-        awpHubMembers: { lua: lua.HUB_MEMBERS, numberOfKeys: 1, readOnly: true },
       },
     });
     // Without a listener ioredis prints connection errors itself; keep the last one for our messages.
@@ -284,20 +279,6 @@ export class RedisSessionStore implements SessionStore {
     return value;
   }
 
-  /** Announces that `replicaId` serves `route`'s observer hub for `ttlMs` (renew before it lapses). */
-  async hubJoin(route: string, replicaId: string, ttlMs: number): Promise<void> {
-    await this.run('hubJoin', () => this.scripted.awpHubJoin(this.hubKey(route), replicaId, String(ttlMs)));
-  }
-
-  async hubLeave(route: string, replicaId: string): Promise<void> {
-    await this.run('hubLeave', () => this.redis.zrem(this.hubKey(route), replicaId));
-  }
-
-  /** The replicas whose membership of `route`'s hub has not lapsed. */
-  async hubMembers(route: string): Promise<string[]> {
-    return this.run('hubMembers', () => this.scripted.awpHubMembers(this.hubKey(route)));
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -315,10 +296,6 @@ export class RedisSessionStore implements SessionStore {
   private keys(edge_token: string): [string, string] {
     const tag = `${this.prefix}{${edge_token}}`;
     return [`${tag}:rec`, `${tag}:jnl`];
-  }
-
-  private hubKey(route: string): string {
-    return `${this.prefix}hub:${route}`;
   }
 
   private fenced(result: number): void {

@@ -325,21 +325,6 @@ function redisSpecific(): void {
       expect(Buffer.from((await raw.getBuffer(`${prefix}epoch`))!).equals(a)).toBe(true);
     });
 
-    it('hub membership: members join, lapse after their TTL, and leave', async () => {
-      await store.hubJoin('grid', 'replica-a', 10_000);
-      await store.hubJoin('grid', 'replica-b', 150);
-      await store.hubJoin('arm', 'replica-c', 10_000);
-      expect((await store.hubMembers('grid')).sort()).toEqual(['replica-a', 'replica-b']);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(await store.hubMembers('grid')).toEqual(['replica-a']);
-      await store.hubJoin('grid', 'replica-a', 10_000);
-      expect(await store.hubMembers('grid')).toEqual(['replica-a']);
-      await store.hubLeave('grid', 'replica-a');
-      expect(await store.hubMembers('grid')).toEqual([]);
-      expect(await store.hubMembers('arm')).toEqual(['replica-c']);
-      expect(await raw.pttl(`${prefix}hub:arm`)).toBeGreaterThan(0);
-    });
-
     it('close() makes it unhealthy and later operations reject', async () => {
       const s = new RedisSessionStore({ url: redis.url, keyPrefix: prefix });
       expect(await s.whenReady(5_000)).toBe(true);
