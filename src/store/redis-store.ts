@@ -60,6 +60,8 @@ export class StoreUnavailableError extends Error {
 }
 
 export const DEFAULT_KEY_PREFIX = 'awp-edge:';
+/** Journal entries decoded per event-loop turn (a few ms): see decodeJournal. */
+const DECODE_SLICE = 4096;
 const EPOCH_BYTES = 6;
 /** ioredis's rejection when `commandTimeout` lapses (the command itself stays queued). */
 const COMMAND_TIMED_OUT = 'Command timed out';
@@ -198,7 +200,7 @@ export class RedisSessionStore implements SessionStore {
       suspended.toString(),
       observer.length === 0 ? undefined : decodeObserver(observer),
     );
-    const journal = checkJournal(record.agent_ack, members.map(decodeEntry));
+    const journal = checkJournal(record.agent_ack, await decodeJournal(members));
     const f = Number(fence.toString());
     if (!Number.isSafeInteger(f) || f < 1)
       throw new CorruptRecordError('the fence is not a positive integer');
@@ -346,4 +348,17 @@ function parseUrl(text: string): URL {
   } catch {
     throw new StoreUnavailableError('session store URL is not a valid URL (expected redis://host:port)');
   }
+}
+
+/**
+ * A journal's entries, decoded a slice per event-loop turn: a session whose agent never acknowledges has
+ * a journal without bound (AWP-CTL-010), and decoding a million entries at once held the loop 1.5 s.
+ */
+async function decodeJournal(members: readonly Buffer[]): Promise<JournalEntry[]> {
+  const entries: JournalEntry[] = [];
+  for (let i = 0; i < members.length; i++) {
+    entries.push(decodeEntry(members[i]!));
+    if (i % DECODE_SLICE === DECODE_SLICE - 1) await new Promise((resolve) => setImmediate(resolve));
+  }
+  return entries;
 }

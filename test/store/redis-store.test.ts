@@ -325,6 +325,21 @@ function redisSpecific(): void {
       expect(Buffer.from((await raw.getBuffer(`${prefix}epoch`))!).equals(a)).toBe(true);
     });
 
+    it('a long journal is read whole and in order across its decoding slices', async () => {
+      const r = record();
+      const fence = await store.create(r);
+      const n = 20_000;
+      for (let from = 1; from <= n; from += 5_000)
+        await store.append(
+          r.edge_token,
+          fence,
+          Array.from({ length: 5_000 }, (_, i) => entry(from + i)),
+        );
+      const got = await store.get(r.edge_token);
+      expect(got!.journal.map((e) => e.status_seq)).toEqual(Array.from({ length: n }, (_, i) => i + 1));
+      expect(got!.journal[n - 1]).toEqual(entry(n));
+    });
+
     it('close() makes it unhealthy and later operations reject', async () => {
       const s = new RedisSessionStore({ url: redis.url, keyPrefix: prefix });
       expect(await s.whenReady(5_000)).toBe(true);
