@@ -12,7 +12,7 @@
  * token is not echoed. Credentials in the URL are refused (AWP-SEC-006).
  */
 import { EventEmitter } from 'node:events';
-import { constants as h2, type ServerHttp2Stream } from 'node:http2';
+import { constants as h2, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import { HandshakeGuard, type HandshakeCloseReason, type HandshakeLimits } from './handshake-guard.js';
 import { randomBytes } from 'node:crypto';
@@ -206,6 +206,21 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
   const h2server = http2ServerOf(server);
   if (h2server === undefined) throw new Error('webtransport: the HTTP/2 transport exposes no server');
   h2server.on('stream', resetWithCancel);
+  // An HTTP/2 connection with no stream left is ended (GOAWAY): a refused request's, as the other listener
+  // ends a refused upgrade's, and an ended session's (each session is one stream). http2 has no idle
+  // timeout of its own, and a connection out of the handshake limits was otherwise kept for good.
+  // Prepended: the library answers some requests within its own listener.
+  const openStreams = new WeakMap<Http2Session, number>();
+  h2server.prependListener('stream', (stream: ServerHttp2Stream) => {
+    const session = stream.session;
+    if (session === undefined) return;
+    openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
+    stream.once('close', () => {
+      const left = (openStreams.get(session) ?? 1) - 1;
+      openStreams.set(session, left);
+      if (left === 0 && !session.closed && !session.destroyed) session.close();
+    });
+  });
   if (opts.handshake !== undefined) {
     const guard = new HandshakeGuard(opts.handshake, (reason) => opts.onHandshakeClosed?.(reason));
     // Connections with no accepted session yet, by peer address: the one name the library gives a
@@ -220,24 +235,14 @@ export async function listenWebTransport(opts: WebTransportListenOptions): Promi
         if (unaccepted.get(peer) === socket) unaccepted.delete(peer);
       });
     });
-    // Only an accepted session ends the handshake, as an upgrade does on the other listener. A refused
-    // request (by the library or by `decide`) leaves its connection under the limits, and ends it
-    // (GOAWAY) as the other listener ends a refused upgrade's: http2 has no idle timeout of its own.
+    // Only an accepted session ends the handshake, as an upgrade does on the other listener: a refused
+    // request (by the library or by `decide`) leaves its connection under the limits.
     sessionAccepted = (peer) => {
       const socket = peer === undefined ? undefined : unaccepted.get(peer);
       if (peer === undefined || socket === undefined) return;
       unaccepted.delete(peer);
       guard.done(socket);
     };
-    // Prepended: the library answers some requests within its own listener.
-    h2server.prependListener('stream', (stream: ServerHttp2Stream) => {
-      const session = stream.session;
-      if (session === undefined) return;
-      const peer = peerOf(session.socket);
-      stream.once('close', () => {
-        if (unaccepted.has(peer) && !session.closed && !session.destroyed) session.close();
-      });
-    });
   }
   const address = server.address();
   if (address === null) throw new Error('webtransport listener has no address');

@@ -56,7 +56,7 @@ async function observer(): Promise<{ token: string; wt: string }> {
 async function oneRequest(
   origin: string,
   headers: http2.OutgoingHttpHeaders,
-): Promise<{ session: http2.ClientHttp2Session; status: number }> {
+): Promise<{ session: http2.ClientHttp2Session; status: number; request?: http2.ClientHttp2Stream }> {
   const session = http2.connect(origin, { rejectUnauthorized: false });
   session.on('error', () => undefined);
   // Extended CONNECT may be sent only once the server's SETTINGS allowed it (RFC 8441).
@@ -69,17 +69,17 @@ async function oneRequest(
     'the server SETTINGS',
   );
   if (session.closed || session.destroyed) return { session, status: 0 };
+  const request = session.request(headers, { endStream: headers[':method'] !== 'CONNECT' });
+  request.on('error', () => undefined);
   const status = await withTimeout(
     new Promise<number>((resolve) => {
-      const req = session.request(headers, { endStream: headers[':method'] !== 'CONNECT' });
-      req.on('error', () => undefined);
-      req.once('response', (h) => resolve(Number(h[':status'])));
-      req.once('close', () => resolve(0));
+      request.once('response', (h) => resolve(Number(h[':status'])));
+      request.once('close', () => resolve(0));
     }),
     10_000,
     'the response',
   );
-  return { session, status };
+  return { session, status, request };
 }
 
 describe('webtransport listener: refused requests', () => {
@@ -134,6 +134,28 @@ describe('webtransport listener: refused requests', () => {
       expect(agent.closeInfo).toBeNull();
     } finally {
       agent.close();
+    }
+  }, 60_000);
+
+  it('a connection whose session ended is closed (GOAWAY), not kept out of the handshake limits for good', async () => {
+    const { token, wt } = await observer();
+    const u = new URL(wt);
+    const { session, status, request } = await oneRequest(`https://${u.host}`, {
+      ':method': 'CONNECT',
+      ':protocol': 'webtransport',
+      ':scheme': 'https',
+      ':path': u.pathname,
+      ':authority': u.host,
+      'wt-available-protocols': `"awp", "awp.bearer.${token}"`,
+    });
+    try {
+      expect(status).toBe(200);
+      await sleep(HANDSHAKE_TIMEOUT_MS * 2); // accepted: out of the handshake limits, still open
+      expect(session.closed || session.destroyed).toBe(false);
+      request!.close(); // the session ends
+      await until(() => session.closed || session.destroyed, 20_000, 'the connection to close');
+    } finally {
+      session.destroy();
     }
   }, 60_000);
 });
