@@ -217,17 +217,13 @@ export class RelayDriver {
         }
         ctx.registry.claim(e.token, this.route.name).then(
           (found) => {
-            if (found === 'other-route') {
-              ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
-              return this.run(this.core.sessionOfAnotherRoute());
-            }
+            if (found === 'other-route') return this.run(this.core.sessionOfAnotherRoute());
             // An observer session another replica served: this replica's hub serves it from now on.
             if (found !== null && 'stored' in found) {
               if (this.agentGone) return; // not restored (nor counted) on a closed connection
               const hub = ctx.hubFor(this.route, found.stored.record.mode);
               return this.toObserver((conn) => hub.restore(conn, e.id, e.last_status_seq, found));
             }
-            if (found === null) ctx.metrics.resumes.labels(this.route.name, 'relay', 'unknown_token').inc();
             this.run(this.core.sessionLookedUp(found, ctx.now()));
             // Claimed but not taken (the agent left during the lookup, or is being closed): the session
             // is suspended here, its reconnect window running, rather than held for good.
@@ -283,6 +279,7 @@ export class RelayDriver {
       case 'rpc-done':
       case 'rejected':
       case 'resumed':
+      case 'resume-unknown':
       case 'dropped':
         this.telemetry.push(e); // after the batch's writes (recordTelemetry)
         return;

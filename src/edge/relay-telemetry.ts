@@ -25,7 +25,10 @@ function rttChild(m: EdgeMetrics, route: string, method: string, outcome: 'ok' |
   return child;
 }
 
-export type TelemetryEffect = Extract<RelayEffect, { kind: 'rpc-done' | 'rejected' | 'resumed' | 'dropped' }>;
+export type TelemetryEffect = Extract<
+  RelayEffect,
+  { kind: 'rpc-done' | 'rejected' | 'resumed' | 'resume-unknown' | 'dropped' }
+>;
 
 export function recordRelayEffect(ctx: EdgeContext, route: string, e: TelemetryEffect): void {
   const m = ctx.metrics;
@@ -37,6 +40,9 @@ export function recordRelayEffect(ctx: EdgeContext, route: string, e: TelemetryE
       return;
     case 'rejected':
       m.rejections.labels(route, e.reason).inc();
+      return;
+    case 'resume-unknown':
+      m.resumes.labels(route, 'relay', 'unknown_token').inc();
       return;
     case 'resumed':
       m.resumes.labels(route, 'relay', 'resumed').inc();

@@ -71,6 +71,8 @@ export type RelayEffect =
   | { kind: 'journal-ack'; session: RelaySession; status_seq: number }
   | { kind: 'rpc-done'; method: string; sent_at: number; outcome: 'ok' | 'error' }
   | { kind: 'resumed'; session: RelaySession; replayed: number }
+  /** A session.resume the edge answered AWP_SESSION_UNKNOWN or _EXPIRED: no session here for the token. */
+  | { kind: 'resume-unknown' }
   | { kind: 'rejected'; reason: string }
   /** A message not relayed: counted by `reason` (a bounded label), `detail` for the debug log. */
   | { kind: 'dropped'; from: 'agent' | 'world'; reason: DropReason; detail: string };

@@ -45,8 +45,7 @@ export abstract class SessionEstablishment extends RelayState {
     if (!('token' in req)) return this.toAgent(errorText(id, req));
     // A token this edge's store could not have minted is unknown without asking the store: it may be
     // megabytes long, or break the store's key (a Redis cluster hash tag).
-    if (!this.route.ownsToken(req.token))
-      return this.toAgent(errorText(id, noSuchSession(req.token, this.route)));
+    if (!this.route.ownsToken(req.token)) return this.unknownSession(id, req.token);
     this.opening = true;
     this.lookup = req;
     this.emit({ kind: 'lookup-session', token: req.token, id, last_status_seq: req.agentLast });
@@ -75,7 +74,14 @@ export abstract class SessionEstablishment extends RelayState {
 
   /** The token names a session of another route: unknown here (the agent may not be allowed there). */
   sessionOfAnotherRoute(): RelayEffect[] {
+    this.emit({ kind: 'resume-unknown' });
     return this.lookupRefused(awpError('AWP_SESSION_UNKNOWN', 'this token names no session of this route'));
+  }
+
+  /** No session here for `token`: expired if this edge could have minted it, else unknown (AWP-SES-008). */
+  private unknownSession(id: JsonRpcId, token: string): void {
+    this.emit({ kind: 'resume-unknown' });
+    this.toAgent(errorText(id, noSuchSession(token, this.route)));
   }
 
   /** The store answered with a record the edge cannot read: the session cannot be resumed, anywhere. */
@@ -103,7 +109,7 @@ export abstract class SessionEstablishment extends RelayState {
     if (req === null || this.ended || this.overflowed) return this.flush(); // closed, or being closed
     if (found === null) {
       this.opening = false;
-      this.toAgent(errorText(req.id, noSuchSession(req.token, this.route)));
+      this.unknownSession(req.id, req.token);
     } else {
       const session = found;
       this.session = session;

@@ -480,6 +480,7 @@ export function runScenario(steps: readonly Step[]): ScenarioResult {
         case 'observer-open':
         case 'rpc-done':
         case 'resumed':
+        case 'resume-unknown':
         case 'rejected':
         case 'dropped':
           break;
