@@ -103,10 +103,10 @@ describe('webtransport listener: refused requests', () => {
               };
         opened.push(await oneRequest(origin, headers));
       }
-      // Within the per-address cap, each connection got its answer before anything could close it.
-      for (const o of opened.slice(0, PER_ADDRESS)) expect([406, 401]).toContain(o.status);
-      expect(opened.filter((o) => o.status === 406).length).toBeGreaterThan(0);
-      expect(opened.filter((o) => o.status === 401).length).toBeGreaterThan(0);
+      // Within the per-address cap, each connection got its answer before anything could close it: the
+      // edge's 401, and the library's 406 to a plain GET (on Node 24 it resets that stream instead: 0).
+      for (const o of opened.slice(0, PER_ADDRESS)) expect([406, 401, 0]).toContain(o.status);
+      expect(opened.filter((o, i) => i % 2 === 1 && o.status === 401).length).toBeGreaterThan(0);
       // Every one ends: at once (GOAWAY), or at worst at the handshake timeout. Before, all stayed open.
       await until(
         () => opened.every((o) => o.session.closed || o.session.destroyed),
