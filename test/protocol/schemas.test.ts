@@ -227,3 +227,34 @@ describe('validator API', () => {
     expect(problem(received.message(bad))).toBe("/error missing required property 'data'");
   });
 });
+
+describe('uniqueItems', () => {
+  it('refuses duplicates as the spec says, in both forms, with the keyword and pointer', () => {
+    for (const v of [received, sender]) {
+      const r = v.params('session.open', {
+        embodiment: 'arm',
+        mode: 'streaming',
+        action_types: ['a', 'b', 'a'],
+      });
+      expect(r.ok).toBe(false);
+      if (r.ok) continue;
+      expect(r.issue.keyword).toBe('uniqueItems');
+      expect(r.issue.pointer).toBe('/params/action_types');
+      expect(r.issue.message).toBe('/params/action_types must NOT have duplicate items');
+      expect(
+        v.params('session.open', { embodiment: 'arm', mode: 'streaming', action_types: ['a', 'b'] }).ok,
+      ).toBe(true);
+    }
+  });
+
+  it('checks a long list in one pass: 100,000 distinct action_types validate (pair by pair they held a world for minutes)', () => {
+    const action_types = Array.from({ length: 100_000 }, (_, i) => `t${i}`);
+    expect(received.params('session.open', { embodiment: 'arm', mode: 'streaming', action_types }).ok).toBe(
+      true,
+    );
+    action_types.push('t99999');
+    expect(received.params('session.open', { embodiment: 'arm', mode: 'streaming', action_types }).ok).toBe(
+      false,
+    );
+  }, 15_000);
+});
