@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_TICKS_PER_REQUEST } from '../../src/demo/actions.js';
 import { createGridWorld } from '../../src/demo/create.js';
 import type { JsonObject, Output } from '../../src/demo/types.js';
 import { loadTraces } from '../harness/spec-data.js';
@@ -109,6 +110,23 @@ describe('grid world (lockstep)', () => {
     });
     expect(outs.filter((o) => o.kind === 'frame')).toHaveLength(0);
     expect(h.call(1, 'world.tick', { expected_tick: 0, count: 3 })).toEqual({ tick: 3 });
+  });
+
+  it('a tick of more than MAX_TICKS_PER_REQUEST advances is refused (-32602) and nothing advances: the world runs in the edge process', () => {
+    const h = grid();
+    openGrid(h);
+    const { response, outs } = h.request(1, 'world.tick', {
+      expected_tick: 0,
+      count: MAX_TICKS_PER_REQUEST + 1,
+    });
+    expect(response.error).toMatchObject({
+      code: -32602,
+      data: { detail: `count must be at most ${MAX_TICKS_PER_REQUEST}` },
+    });
+    expect(outs.filter((o) => o.kind === 'frame')).toHaveLength(0);
+    expect(h.call(1, 'world.tick', { expected_tick: 0, count: MAX_TICKS_PER_REQUEST })).toEqual({
+      tick: MAX_TICKS_PER_REQUEST,
+    });
   });
 
   it('AWP-TIM-003 count advances each deliver their statuses and one per-tick frame before the single result', () => {
