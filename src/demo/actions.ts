@@ -149,7 +149,7 @@ export function actionSubmit(w: WorldState, c: ConnState, id: JsonRpcId, p: Json
   };
   const busy = s.busy(group);
   if (a.replaces) supersedePending(w, s, group);
-  s.actions.set(actionId, a);
+  s.admit(a);
   s.lastAdmittedNs = received;
   a.state = preempt === 'queue' && busy ? 'queued' : 'accepted';
   // First reported in the result: sequenced and retained, replayed as action.status (AWP-CTL-008).

@@ -76,6 +76,8 @@ export class Session {
   nextChannelId = 1;
 
   readonly actions = new Map<string, ActionRecord>();
+  /** Admitted actions that were pre-execution when last looked at (preExecution). */
+  private readonly notStarted = new Set<ActionRecord>();
   /** The executing (or cancelling) action per concurrency group. */
   readonly running = new Map<string, ActionRecord>();
   readonly queues = new Map<string, ActionRecord[]>();
@@ -157,8 +159,24 @@ export class Session {
     );
   }
 
+  /** Records an admitted action (see preExecution). */
+  admit(a: ActionRecord): void {
+    this.actions.set(a.action_id, a);
+    this.notStarted.add(a);
+  }
+
+  /**
+   * Actions not yet executing. Read on every replacing submit: a scan of all actions (terminal ones are kept
+   * for the reconnect window) made a flood of submits quadratic. An action never returns to pre-execution,
+   * so one that left it is dropped from the set as it is met.
+   */
   preExecution(): ActionRecord[] {
-    return [...this.actions.values()].filter((a) => isPreExecution(a.state));
+    const out: ActionRecord[] = [];
+    for (const a of this.notStarted) {
+      if (isPreExecution(a.state)) out.push(a);
+      else this.notStarted.delete(a);
+    }
+    return out;
   }
 
   /** Remove a pre-execution action from the queue and the staging list. */

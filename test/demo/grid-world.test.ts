@@ -65,6 +65,29 @@ describe('grid world (lockstep)', () => {
     }
   });
 
+  it('AWP-PRE-007 a replacing submit supersedes the staged actions of its group, however many ended before it', () => {
+    const h = grid();
+    openGrid(h);
+    const submit = (n: number) =>
+      h.request(1, 'action.submit', {
+        action_id: `a-${n}`,
+        type: 'walk_to',
+        params: { cell: [n % 3, 0] },
+        preempt: 'replace',
+      });
+    // Each staged action is superseded by the next (cancelled), and the ended ones are kept meanwhile.
+    for (let n = 1; n <= 200; n++) {
+      const { outs } = submit(n);
+      const superseded = notifications(outs, 'action.status').filter((p) => p.reason === 'superseded');
+      expect(superseded.map((p) => p.action_id)).toEqual(n === 1 ? [] : [`a-${n - 1}`]);
+      expect(superseded.every((p) => p.state === 'cancelled')).toBe(true);
+    }
+    const { outs } = h.request(1, 'world.tick', { expected_tick: 0 });
+    expect(notifications(outs, 'action.status')).toEqual([
+      expect.objectContaining({ action_id: 'a-200', state: 'executing' }),
+    ]);
+  });
+
   it('AWP-PRE-007 replace in lockstep: admitted and staged; the executing action is preempted at the next advance', () => {
     const h = grid();
     openGrid(h);
