@@ -118,32 +118,25 @@ describe('admin listener bounds', () => {
     expect((await get(a.port, '/healthz')).status).toBe(200);
   });
 
-  it('closes a refused request (405) whose body keeps coming, without waiting for the timeout', async () => {
-    const a = await admin({ ready }, { timeoutMs: 60_000, maxConnections: 128 });
-    const r = await raw(a.port);
-    r.socket.write('POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');
-    trickle(r, 50, () => '4\r\nabcd\r\n');
-    await until(
-      () => r.closed,
-      10_000,
-      () => `the socket to close (received ${JSON.stringify(r.received.slice(0, 200))})`,
-    );
-    expect(r.received).toMatch(/^HTTP\/1\.1 405 /);
-    expect(r.received.toLowerCase()).toContain('connection: close');
-  });
-
-  it('closes a 404 answer too, with a body unread', async () => {
-    const a = await admin({ ready }, { timeoutMs: 60_000, maxConnections: 128 });
-    const r = await raw(a.port);
-    r.socket.write('GET /nowhere HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');
-    trickle(r, 50, () => '4\r\nabcd\r\n');
-    await until(
-      () => r.closed,
-      10_000,
-      () => `the socket to close (received ${JSON.stringify(r.received.slice(0, 200))})`,
-    );
-    expect(r.received).toMatch(/^HTTP\/1\.1 404 /);
-  });
+  it.each([
+    ['POST /metrics', 405],
+    ['GET /nowhere', 404],
+  ])(
+    'closes a refused request (%s: %i) whose body keeps coming, without waiting for the timeout',
+    async (request, status) => {
+      const a = await admin({ ready }, { timeoutMs: 60_000, maxConnections: 128 });
+      const r = await raw(a.port);
+      r.socket.write(`${request} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n`);
+      trickle(r, 50, () => '4\r\nabcd\r\n');
+      await until(
+        () => r.closed,
+        10_000,
+        () => `the socket to close (received ${JSON.stringify(r.received.slice(0, 200))})`,
+      );
+      expect(r.received).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(r.received.toLowerCase()).toContain('connection: close');
+    },
+  );
 
   it('closes sockets beyond its connection cap at once, and keeps those within it', async () => {
     const a = await admin({ ready }, { timeoutMs: 60_000, maxConnections: 4 });

@@ -8,21 +8,28 @@ import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../src/protocol/frame-encode.js';
 import { FLAG_KEYFRAME } from '../../src/protocol/frame.js';
 import { AwpClient, HttpRefusal } from '../support/awp-client.js';
-import { pingOk, rigPerTest, sessionOn, until } from './support.js';
+import { pingOk, rigPerTest, sessionOn, until, type HostileRig } from './support.js';
 
 const { cleanups, start } = rigPerTest();
 
 const CONNECTIONS = 20;
 
+/** A session on /w: its agent, its `ws` stream endpoint and the session token that opens it. */
+async function streamOf(r: HostileRig): Promise<{ agent: AwpClient; url: string; credential: string }> {
+  const { agent, ready } = await sessionOn(r.edge, '/w');
+  cleanups.push(() => agent.close());
+  const endpoints = ready.stream_endpoints as { binding: string; url: string }[];
+  return {
+    agent,
+    url: endpoints.find((e) => e.binding === 'ws')!.url,
+    credential: ready.session_token as string,
+  };
+}
+
 describe("a session's stream connections", () => {
   it('AWP-TRN-010 each newer stream connection of a session replaces the older; the world holds one, and frames reach the newest', async () => {
     const r = await start();
-    const { agent, ready } = await sessionOn(r.edge, '/w');
-    cleanups.push(() => agent.close());
-    const url = (ready.stream_endpoints as { binding: string; url: string }[]).find(
-      (e) => e.binding === 'ws',
-    )!.url;
-    const credential = ready.session_token as string;
+    const { agent, url, credential } = await streamOf(r);
     const streams: AwpClient[] = [];
     for (let i = 0; i < CONNECTIONS; i++) {
       const s = await AwpClient.connect(url, { credential });
@@ -59,12 +66,7 @@ describe("a session's stream connections", () => {
 
   it("charges each stream connection to the credential's message budget: past it, HTTP 429 until it refills", async () => {
     const r = await start({ budgets: { max_messages_per_second: 10 } });
-    const { agent, ready } = await sessionOn(r.edge, '/w');
-    cleanups.push(() => agent.close());
-    const url = (ready.stream_endpoints as { binding: string; url: string }[]).find(
-      (e) => e.binding === 'ws',
-    )!.url;
-    const credential = ready.session_token as string;
+    const { agent, url, credential } = await streamOf(r);
     // 40 at once, 10 a second (some spent by the session's own messages): most are refused.
     const tries = await Promise.allSettled(
       Array.from({ length: 2 * CONNECTIONS }, () => AwpClient.connect(url, { credential })),
